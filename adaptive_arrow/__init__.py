@@ -1,0 +1,1 @@
+"""Adaptive Arrow encoder and decoder for OTAP tables (work in progress)."""

@@ -1,0 +1,35 @@
+"""OTAP data model: payload types, annotated reference schemas, conversions to and from OTLP,
+OTLP/JSON and Zipkin, and a generator of realistic telemetry."""
+
+from .bundle import OtapBundle
+from .errors import ConversionError, OtapModelError, SchemaError
+from .payload import (
+    DATA_POINT_FAMILIES,
+    ROOT_PAYLOAD,
+    SIGNAL_PAYLOADS,
+    PayloadType,
+    Relation,
+    Signal,
+    relations,
+    signal_of,
+)
+from .schema import Annotation, annotation, conforms, reference_schema
+
+__all__ = [
+    "DATA_POINT_FAMILIES",
+    "ROOT_PAYLOAD",
+    "SIGNAL_PAYLOADS",
+    "Annotation",
+    "ConversionError",
+    "OtapBundle",
+    "OtapModelError",
+    "PayloadType",
+    "Relation",
+    "SchemaError",
+    "Signal",
+    "annotation",
+    "conforms",
+    "reference_schema",
+    "relations",
+    "signal_of",
+]

@@ -1,0 +1,67 @@
+"""OtapBundle: one signal's plain OTAP tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from .payload import SIGNAL_PAYLOADS, PayloadType, Signal
+
+
+@dataclass
+class OtapBundle:
+    """The payload tables of one batch of one signal, in plain encoding.
+
+    Plain encoding: every table has exactly its payload type's reference schema (all columns,
+    native types, plain ids). Payload types with no rows are absent from `tables`.
+    """
+
+    signal: Signal
+    tables: dict[PayloadType, pa.RecordBatch] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.signal = Signal(self.signal)
+        allowed = SIGNAL_PAYLOADS[self.signal]
+        for pt in self.tables:
+            if pt not in allowed:
+                raise ValueError(f"payload type {PayloadType(pt).name} does not belong to signal {self.signal.value}")
+
+    def __getitem__(self, pt: PayloadType) -> pa.RecordBatch:
+        return self.tables[pt]
+
+    def get(self, pt: PayloadType) -> pa.RecordBatch | None:
+        return self.tables.get(pt)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the root table (log records, spans or metrics)."""
+        from .payload import ROOT_PAYLOAD
+
+        root = self.tables.get(ROOT_PAYLOAD[self.signal])
+        return 0 if root is None else root.num_rows
+
+    def equals(self, other: object, *, check_metadata: bool = False) -> bool:
+        """Same signal and equal tables; a missing table equals an empty one."""
+        if not isinstance(other, OtapBundle) or other.signal != self.signal:
+            return False
+        for pt in set(self.tables) | set(other.tables):
+            mine, theirs = self.tables.get(pt), other.tables.get(pt)
+            if mine is None or theirs is None:
+                if (mine if mine is not None else theirs).num_rows:  # type: ignore[union-attr]
+                    return False
+                continue
+            if not mine.equals(theirs, check_metadata=check_metadata):
+                return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return self.equals(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, signal: Signal, tables: Mapping[PayloadType, pa.RecordBatch]) -> OtapBundle:
+        """Build a bundle dropping empty tables."""
+        return cls(signal, {PayloadType(pt): t for pt, t in tables.items() if t.num_rows})

@@ -1,0 +1,21 @@
+"""Exceptions raised by otap_model. Messages name the field and say what was wrong."""
+
+
+class OtapModelError(Exception):
+    """Base class of every otap_model error."""
+
+
+class SchemaError(OtapModelError):
+    """A table does not conform to its payload type's reference schema."""
+
+
+class ConversionError(OtapModelError):
+    """Input telemetry (OTLP protobuf or JSON, Zipkin) could not be converted.
+
+    `field` is the dotted path of the offending field when known, e.g.
+    ``resource_logs[0].scope_logs[1].log_records[7].trace_id``.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)

@@ -1,0 +1,1 @@
+"""Quiver: an embeddable, durable Arrow segment store (work in progress)."""

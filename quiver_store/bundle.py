@@ -1,0 +1,67 @@
+"""RecordBundle: the generic unit Quiver stores, a set of optional Arrow batches keyed by slot."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import blake3
+import pyarrow as pa
+
+MAX_SLOTS = 64
+
+
+def default_fingerprint(schema: pa.Schema) -> bytes:
+    """32-byte blake3 of the schema's IPC serialization with metadata removed.
+
+    Embedders with their own notion of schema identity (the OTAP adapter uses the schema
+    signature) pass fingerprints explicitly instead.
+    """
+    return blake3.blake3(schema.remove_metadata().serialize().to_pybytes()).digest()
+
+
+@dataclass
+class RecordBundle:
+    """Slots (ids < 64) mapped to record batches, with a schema fingerprint per slot."""
+
+    slots: Mapping[int, pa.RecordBatch]
+    fingerprints: Mapping[int, bytes] | None = None
+    ingestion_time_ns: int | None = None
+    _fingerprints: dict[int, bytes] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        slots: dict[int, pa.RecordBatch] = {}
+        for slot, batch in sorted(self.slots.items()):
+            if not isinstance(slot, int) or not 0 <= slot < MAX_SLOTS:
+                raise ValueError(f"slot id {slot!r} is out of range: slot ids are integers in [0, {MAX_SLOTS})")
+            if not isinstance(batch, pa.RecordBatch):
+                raise TypeError(f"slot {slot}: expected pyarrow.RecordBatch, got {type(batch).__name__}")
+            slots[int(slot)] = batch
+        given = dict(self.fingerprints or {})
+        for slot, fp in given.items():
+            if slot not in slots:
+                raise ValueError(f"fingerprint given for slot {slot}, which has no batch")
+            if len(fp) != 32:
+                raise ValueError(f"slot {slot}: schema fingerprint must be 32 bytes, got {len(fp)}")
+        self.slots = slots
+        self._fingerprints = {s: bytes(given[s]) if s in given else default_fingerprint(b.schema) for s, b in slots.items()}
+        self.fingerprints = self._fingerprints
+        if self.ingestion_time_ns is None:
+            self.ingestion_time_ns = time.time_ns()
+
+    def fingerprint(self, slot: int) -> bytes:
+        return self._fingerprints[slot]
+
+    @property
+    def slot_bitmap(self) -> int:
+        bitmap = 0
+        for slot in self.slots:
+            bitmap |= 1 << slot
+        return bitmap
+
+    def equals(self, other: object) -> bool:
+        """Same slots with equal batches (schemas and data; metadata ignored)."""
+        if not isinstance(other, RecordBundle) or set(self.slots) != set(other.slots):
+            return False
+        return all(self.slots[s].equals(other.slots[s]) for s in self.slots)

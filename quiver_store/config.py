@@ -1,0 +1,142 @@
+"""Store configuration: frozen dataclasses mirroring the seed's YAML keys, validated on creation.
+
+Sizes are in bytes, durations in seconds. Operational knobs only: nothing here changes the
+on-disk layout (that is the adapter's layout contract, hashed into the WAL header).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .errors import ConfigError
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+Durability = Literal["fsync", "os", "none"]
+RecoveryMode = Literal["point_in_time", "skip_corrupt", "strict"]
+SizeCapPolicy = Literal["backpressure", "drop_oldest"]
+
+
+def _positive(name: str, value: float | int | None, *, allow_none: bool = False, allow_zero: bool = False) -> None:
+    if value is None:
+        if allow_none:
+            return
+        raise ConfigError(f"{name} must be set")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class SegmentConfig:
+    """When the open segment is finalized into an immutable segment file."""
+
+    target_size: int = 32 * MiB  # serialized bytes of the open segment's streams
+    max_open_duration: float = 5.0  # seconds; a timer finalizes even when no data arrives
+    max_stream_count: int = 512  # distinct (slot, schema fingerprint) streams per segment
+    max_dictionary_size: int = 65_535  # unified dictionary entries per column before a stream rotates
+
+    def __post_init__(self) -> None:
+        _positive("segment.target_size", self.target_size)
+        _positive("segment.max_open_duration", self.max_open_duration)
+        _positive("segment.max_stream_count", self.max_stream_count)
+        _positive("segment.max_dictionary_size", self.max_dictionary_size)
+
+
+@dataclass(frozen=True)
+class WalConfig:
+    """Write-ahead log size bounds and durability policy."""
+
+    max_size: int = 1 * GiB  # aggregate bytes of the active WAL file plus rotated chunks
+    max_chunks: int = 10  # files, counting the active WAL and rotated siblings
+    rotation_size: int = 64 * MiB  # the active file rotates once it holds this many bytes
+    flush_interval: float = 0.0  # seconds a group commit may wait to gather more appends
+    durability: Durability = "fsync"  # fsync: ack after fdatasync; os: after write(2); none: buffered
+    recovery: RecoveryMode = "point_in_time"
+
+    def __post_init__(self) -> None:
+        _positive("wal.max_size", self.max_size)
+        _positive("wal.max_chunks", self.max_chunks)
+        _positive("wal.rotation_size", self.rotation_size)
+        _positive("wal.flush_interval", self.flush_interval, allow_zero=True)
+        _choice("wal.durability", self.durability, ("fsync", "os", "none"))
+        _choice("wal.recovery", self.recovery, ("point_in_time", "skip_corrupt", "strict"))
+        if self.rotation_size > self.max_size:
+            raise ConfigError(
+                f"wal.rotation_size ({self.rotation_size}) must not exceed wal.max_size ({self.max_size})"
+            )
+        if self.max_chunks < 2:
+            raise ConfigError("wal.max_chunks must be at least 2 (the active file and one rotated chunk)")
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """How long finalized segments are kept and what happens at the size cap."""
+
+    max_age: float | None = None  # seconds after ingestion (seed: max_retain_after_ingestion)
+    size_cap: int | None = None  # bytes for the whole store root, divided evenly across cores
+    size_cap_policy: SizeCapPolicy = "backpressure"
+    backpressure_timeout: float = 30.0  # seconds ingest blocks at the cap before StoreFullError
+    steady_state_headroom: int = 0  # bytes of fully processed segments kept as a local spool
+
+    def __post_init__(self) -> None:
+        _positive("retention.max_age", self.max_age, allow_none=True)
+        _positive("retention.size_cap", self.size_cap, allow_none=True)
+        _choice("retention.size_cap_policy", self.size_cap_policy, ("backpressure", "drop_oldest"))
+        _positive("retention.backpressure_timeout", self.backpressure_timeout, allow_zero=True)
+        _positive("retention.steady_state_headroom", self.steady_state_headroom, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class SubscriberConfig:
+    """Delivery and acknowledgement behaviour of subscriptions."""
+
+    nack_backoff_initial: float = 0.1  # seconds before a nacked bundle is redelivered
+    nack_backoff_max: float = 30.0
+    nack_backoff_multiplier: float = 2.0
+    orphan_timeout: float | None = 24 * 3600.0  # a subscriber absent this long stops pinning data
+    ack_log_checkpoint_interval: int = 10_000  # outcomes between checkpoints of marks and gap sets
+    ack_log_rotation_size: int = 64 * MiB
+
+    def __post_init__(self) -> None:
+        _positive("subscribers.nack_backoff_initial", self.nack_backoff_initial, allow_zero=True)
+        _positive("subscribers.nack_backoff_max", self.nack_backoff_max, allow_zero=True)
+        _positive("subscribers.nack_backoff_multiplier", self.nack_backoff_multiplier)
+        _positive("subscribers.orphan_timeout", self.orphan_timeout, allow_none=True)
+        _positive("subscribers.ack_log_checkpoint_interval", self.ack_log_checkpoint_interval)
+        _positive("subscribers.ack_log_rotation_size", self.ack_log_rotation_size)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Every knob of a store; the defaults are safe (no acknowledgement before fdatasync)."""
+
+    segment: SegmentConfig = field(default_factory=SegmentConfig)
+    wal: WalConfig = field(default_factory=WalConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    subscribers: SubscriberConfig = field(default_factory=SubscriberConfig)
+    cores: int = 1  # stores sharing one root (core_<n>/); the size cap is divided among them
+
+    def __post_init__(self) -> None:
+        _positive("cores", self.cores)
+        for name, kind in (
+            ("segment", SegmentConfig),
+            ("wal", WalConfig),
+            ("retention", RetentionConfig),
+            ("subscribers", SubscriberConfig),
+        ):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+
+    @property
+    def per_core_size_cap(self) -> int | None:
+        cap = self.retention.size_cap
+        return None if cap is None else cap // self.cores

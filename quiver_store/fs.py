@@ -1,0 +1,118 @@
+"""The one file-system interface every store read and write goes through.
+
+Tests swap in a subclass that injects faults (EIO, ENOSPC, torn writes, dropped unsynced data)
+at any operation, so no module of quiver_store may call ``os``/``open``/``mmap`` on store files
+directly.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+
+
+class FileSystem:
+    """Thin wrapper over POSIX file operations on raw file descriptors."""
+
+    # -- files -------------------------------------------------------------------------------
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        """Write all of `data` at the current offset (loops over short writes)."""
+        view = memoryview(data)
+        total = 0
+        while total < len(view):
+            total += os.write(fd, view[total:])
+        return total
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+        view = memoryview(data)
+        total = 0
+        while total < len(view):
+            total += os.pwrite(fd, view[total:], offset + total)
+        return total
+
+    def pread(self, fd: int, length: int, offset: int) -> bytes:
+        return os.pread(fd, length, offset)
+
+    def seek(self, fd: int, offset: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(fd, offset, whence)
+
+    def fdatasync(self, fd: int) -> None:
+        os.fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def truncate(self, fd: int, length: int) -> None:
+        os.ftruncate(fd, length)
+
+    def fallocate(self, fd: int, offset: int, length: int) -> None:
+        os.posix_fallocate(fd, offset, length)
+
+    def punch_hole(self, fd: int, offset: int, length: int) -> None:
+        """Deallocate a byte range keeping the file size (Linux FALLOC_FL_PUNCH_HOLE).
+
+        Raises OSError(EOPNOTSUPP) where the platform or file system cannot do it.
+        """
+        import ctypes
+        import ctypes.util
+
+        libc_name = ctypes.util.find_library("c")
+        if libc_name is None:
+            raise OSError(errno.EOPNOTSUPP, "fallocate is unavailable")
+        libc = ctypes.CDLL(libc_name, use_errno=True)
+        falloc_fl_keep_size, falloc_fl_punch_hole = 0x01, 0x02
+        fn = libc.fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        if fn(fd, falloc_fl_keep_size | falloc_fl_punch_hole, offset, length) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def mmap(self, fd: int, length: int = 0) -> mmap.mmap:
+        """Read-only shared mapping of the whole file."""
+        return mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+
+    def read_file(self, path: str) -> bytes:
+        fd = self.open(path, os.O_RDONLY)
+        try:
+            return self.pread(fd, self.size(fd), 0)
+        finally:
+            self.close(fd)
+
+    # -- directories -------------------------------------------------------------------------
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def file_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+
+DEFAULT_FS = FileSystem()
