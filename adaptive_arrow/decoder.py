@@ -1,0 +1,95 @@
+"""The decoder: OTAP envelopes (or Quiver bundles) back to plain OTAP tables.
+
+One IPC reader per payload type, fed payload by payload across envelopes; a new ``schema_id``
+for a payload type (a schema reset) replaces its reader. Each table is restored to its plain
+reference shape, then ``transport.restore`` turns encoded ids back into plain ids.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, signal_of
+from quiver_store.bundle import RecordBundle
+
+from . import transport
+from .envelope import BatchArrowRecords
+from .errors import DecodingError
+from .restore import restore_payload
+from .stream import StreamReader
+
+_ROOT_SIGNAL = {int(pt): s for s, pt in ROOT_PAYLOAD.items()}
+
+
+def _payload_type(value: int, where: str) -> PayloadType:
+    try:
+        pt = PayloadType(value)
+    except ValueError:
+        raise DecodingError(f"{where}: unknown payload type {value}") from None
+    if pt is PayloadType.UNKNOWN:
+        raise DecodingError(f"{where}: payload type UNKNOWN (0) must not be sent")
+    return pt
+
+
+class Decoder:
+    """Decodes a sequence of OTAP envelopes of one OTAP stream (keep one Decoder per stream)."""
+
+    def __init__(self, signal: Signal | str | None = None):
+        self.signal = Signal(signal) if signal is not None else None
+        self._readers: dict[PayloadType, StreamReader] = {}
+
+    def _infer_signal(self, tables: dict[PayloadType, pa.RecordBatch], where: str) -> Signal:
+        signals = {s for pt in tables if (s := signal_of(pt)) is not None}
+        if len(signals) > 1:
+            raise DecodingError(f"{where}: payload types of several signals {sorted(s.value for s in signals)}")
+        if signals:
+            self.signal = signals.pop()
+        if self.signal is None:
+            raise DecodingError(f"{where}: cannot tell the signal (no signal-specific table); pass Decoder(signal=...)")
+        return self.signal
+
+    def _bundle(self, tables: dict[PayloadType, pa.RecordBatch], signal: Signal, where: str) -> OtapBundle:
+        try:
+            bundle = OtapBundle(signal, tables)
+        except ValueError as exc:
+            raise DecodingError(f"{where}: {exc}") from None
+        return transport.restore(bundle)
+
+    def decode(self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview) -> OtapBundle:
+        """Decode one envelope; envelopes of a stream must come in order."""
+        bar = bar_or_bytes if isinstance(bar_or_bytes, BatchArrowRecords) else BatchArrowRecords.from_bytes(bar_or_bytes)
+        where = f"batch {bar.batch_id}"
+        tables: dict[PayloadType, pa.RecordBatch] = {}
+        for i, payload in enumerate(bar.payloads):
+            at = f"{where} payload {i}"
+            pt = _payload_type(payload.type, at)
+            if pt in tables:
+                raise DecodingError(f"{at}: second payload of type {pt.name} in one batch")
+            reader = self._readers.get(pt)
+            if reader is None or reader.schema_id != payload.schema_id:
+                reader = StreamReader(payload.schema_id)
+                self._readers[pt] = reader
+            try:
+                batch = reader.read(payload.record)
+            except (pa.ArrowException, StopIteration, ValueError, OSError, EOFError) as exc:
+                self._readers.pop(pt, None)
+                detail = str(exc) or type(exc).__name__
+                raise DecodingError(f"{at} ({pt.name}, schema_id {payload.schema_id!r}): bad Arrow IPC data: {detail}") from None
+            tables[pt] = restore_payload(batch, pt)
+        return self._bundle(tables, self._infer_signal(tables, where), where)
+
+    def decode_records(self, record_bundle: RecordBundle) -> OtapBundle:
+        """Decode a Quiver bundle produced by ``Encoder.encode_records`` (slot = payload type id)."""
+        if not isinstance(record_bundle, RecordBundle):
+            raise DecodingError(f"expected a quiver_store RecordBundle, got {type(record_bundle).__name__}")
+        roots = [s for s in record_bundle.slots if s in _ROOT_SIGNAL]
+        if len(roots) != 1:
+            raise DecodingError(
+                f"record bundle has root slots {roots}; exactly one of 30 (logs), 40 (spans), 10 (metrics) is needed"
+            )
+        signal = _ROOT_SIGNAL[roots[0]]
+        tables = {}
+        for slot, batch in record_bundle.slots.items():
+            pt = _payload_type(slot, f"slot {slot}")
+            tables[pt] = restore_payload(batch, pt)
+        return self._bundle(tables, signal, "record bundle")

@@ -1,0 +1,118 @@
+"""The adaptive encoder: validate -> transport optimisation -> feed / correct / build -> route.
+
+One ``Encoder`` is one OTAP stream (stream mode): tables keep their transformation trees and IPC
+streams across ``encode`` calls. A fresh encoder per batch is unary mode. A rejected batch
+raises before any state changes, so the next batch encodes as if it never came.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from otap_model import SIGNAL_PAYLOADS, OtapBundle, PayloadType, Signal, reference_schema
+from quiver_store.bundle import RecordBundle
+
+from . import transport
+from .config import EncoderConfig
+from .envelope import ArrowPayload, BatchArrowRecords
+from .errors import EncodingError, SchemaUpdateLimitError
+from .events import EncoderStats, Event, EventKind
+from .signature import schema_fingerprint
+from .stream import StreamWriter
+from .table_encoder import TableEncoder, TablePlan
+from .validate import check_bundle
+
+_Planned = tuple[PayloadType, TableEncoder, TablePlan, pa.RecordBatch]
+
+
+class Encoder:
+    """Encodes plain OTAP bundles of one signal into adaptive Arrow records."""
+
+    def __init__(self, signal: Signal | str, config: EncoderConfig | None = None):
+        try:
+            self.signal = Signal(signal)
+        except ValueError:
+            raise EncodingError(f"unknown signal {signal!r}; expected one of {[s.value for s in Signal]}") from None
+        if config is not None and not isinstance(config, EncoderConfig):
+            raise EncodingError(f"config must be an EncoderConfig, got {type(config).__name__}")
+        self.config = config or EncoderConfig()
+        self.stats = EncoderStats()
+        self.last_events: tuple[Event, ...] = ()
+        self._tables: dict[PayloadType, TableEncoder] = {}
+        self._writers: dict[PayloadType, StreamWriter] = {}
+        self._next_schema_id = 0
+        self._next_batch_id = 0
+
+    # -- planning (no state change) --------------------------------------------------------
+    def _prepare(self, bundle: OtapBundle) -> list[_Planned]:
+        check_bundle(bundle, self.signal)
+        if self.config.sort:
+            bundle = transport.optimize(bundle, self.config)
+        planned: list[_Planned] = []
+        for pt in SIGNAL_PAYLOADS[self.signal]:
+            batch = bundle.tables.get(pt)
+            if batch is None or batch.num_rows == 0:
+                continue
+            table = self._tables.get(pt) or TableEncoder(
+                pt,
+                reference_schema(pt),
+                dictionary_limit=self.config.dictionary_limit,
+                reset_threshold=self.config.dictionary_reset_threshold,
+            )
+            plan = table.plan(batch)
+            if plan.rounds > self.config.max_schema_updates:
+                raise SchemaUpdateLimitError(
+                    f"{pt.name}: this batch needs {plan.rounds} schema updates, more than max_schema_updates="
+                    f"{self.config.max_schema_updates} ({', '.join(sorted({e.kind.value for e in plan.events}))}); "
+                    "raise the limit or send smaller, steadier batches"
+                )
+            planned.append((pt, table, plan, table.build(plan)))
+        return planned
+
+    def _commit(self, planned: list[_Planned], rows: int, *, wire: bool) -> list[ArrowPayload]:
+        events: list[Event] = []
+        payloads: list[ArrowPayload] = []
+        for pt, table, plan, record in planned:
+            table.commit(plan)
+            self._tables[pt] = table
+            events.extend(plan.events)
+            if plan.new_stream:
+                self._writers.pop(pt, None)
+            writer = self._writers.get(pt)
+            if wire and writer is None:
+                writer = StreamWriter(str(self._next_schema_id), record.schema, self.config.ipc_compression)
+                self._next_schema_id += 1
+                self._writers[pt] = writer
+            if plan.new_stream:
+                events.append(Event(EventKind.STREAM_OPENED, pt, "", writer.schema_id if writer else plan.signature))
+            if wire and writer is not None:
+                payloads.append(ArrowPayload(writer.schema_id, int(pt), writer.write(record)))
+        self.stats.batches += 1
+        self.stats.rows += rows
+        self.stats.record(events)
+        self.last_events = tuple(events)
+        return payloads
+
+    # -- public API -------------------------------------------------------------------------
+    def encode(self, bundle: OtapBundle) -> BatchArrowRecords:
+        """One OTAP envelope: the root payload first, then related tables parent before child."""
+        planned = self._prepare(bundle)
+        payloads = self._commit(planned, bundle.num_rows, wire=True)
+        bar = BatchArrowRecords(self._next_batch_id, tuple(payloads))
+        self._next_batch_id += 1
+        return bar
+
+    def encode_records(self, bundle: OtapBundle) -> RecordBundle:
+        """The adaptive records as a Quiver bundle (slot = payload type id), without IPC encoding."""
+        planned = self._prepare(bundle)
+        self._commit(planned, bundle.num_rows, wire=False)
+        slots = {int(pt): record for pt, _, _, record in planned}
+        fingerprints = {int(pt): schema_fingerprint(record.schema) for pt, _, _, record in planned}
+        return RecordBundle(slots, fingerprints)
+
+    def schema_of(self, payload_type: PayloadType | int) -> pa.Schema | None:
+        """The schema the last record of a payload type was emitted with (None if never emitted)."""
+        table = self._tables.get(PayloadType(payload_type))
+        if table is None or table.route_key is None:
+            return None
+        return table.last_schema

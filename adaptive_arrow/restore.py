@@ -1,0 +1,124 @@
+"""Undo the adaptive transforms: bring an emitted table back to its plain reference shape.
+
+Dictionary columns are cast back to their value types, absent optional columns (and pruned
+struct children, union variants) come back as nulls in reference order. Field metadata the
+encoder kept (``encoding`` of id columns) is merged onto the reference field so that
+``transport.restore`` can still see how ids are encoded.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+from otap_model import PayloadType, reference_schema
+
+from .errors import DecodingError
+
+
+def _merge_metadata(ref: pa.Field, got: pa.Field | None) -> dict[bytes, bytes] | None:
+    md = dict(ref.metadata or {})
+    if got is not None and got.metadata:
+        md.update(got.metadata)
+    return md or None
+
+
+def _restore_field(ref: pa.Field, got: pa.Field | None) -> pa.Field:
+    """The reference field, with the emitted field's metadata merged in (recursively)."""
+    t = ref.type
+    gt = got.type if got is not None else None
+    if pt.is_struct(t):
+        kids = []
+        for i in range(t.num_fields):
+            child = t.field(i)
+            gidx = gt.get_field_index(child.name) if gt is not None and pt.is_struct(gt) else -1
+            kids.append(_restore_field(child, gt.field(gidx) if gidx >= 0 else None))
+        t = pa.struct(kids)
+    elif pt.is_map(t):
+        t = pa.map_(
+            _restore_field(t.key_field, gt.key_field if gt is not None else None),
+            _restore_field(t.item_field, gt.item_field if gt is not None else None),
+        )
+    elif pt.is_list(t):
+        t = pa.list_(_restore_field(t.value_field, gt.value_field if gt is not None else None))
+    return pa.field(ref.name, t, nullable=ref.nullable, metadata=_merge_metadata(ref, got))
+
+
+def _list_parts(array: pa.ListArray) -> tuple[pa.Array, pa.Array]:
+    offsets = array.offsets
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    if start:
+        offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
+    return offsets, array.values.slice(start, end - start)
+
+
+def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length: int) -> pa.Array:
+    """`array` (emitted shape, or None when absent) in the shape of `out` (the restored field)."""
+    t = out.type
+    if array is None:
+        return pa.nulls(length, t)
+    if isinstance(array, pa.DictionaryArray):
+        array = array.dictionary_decode()
+    if pt.is_struct(t):
+        if not isinstance(array, pa.StructArray):
+            raise DecodingError(f"column {ref.name}: expected a struct, got {array.type}")
+        got_type = array.type
+        flat = array.flatten()
+        kids = []
+        for i in range(t.num_fields):
+            gidx = got_type.get_field_index(t.field(i).name)
+            kids.append(_restore_array(ref.type.field(i), t.field(i), flat[gidx] if gidx >= 0 else None, len(array)))
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(kids, fields=list(t), mask=mask)
+    if pt.is_map(t):
+        offsets, entries = _list_parts(array)
+        keys = _restore_array(ref.type.key_field, t.key_field, entries.field(0), len(entries))
+        items = _restore_array(ref.type.item_field, t.item_field, entries.field(1), len(entries))
+        mask = array.is_null() if array.null_count else None
+        return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=mask)
+    if pt.is_list(t):
+        offsets, values = _list_parts(array)
+        values = _restore_array(ref.type.value_field, t.value_field, values, len(values))
+        mask = array.is_null() if array.null_count else None
+        return pa.ListArray.from_arrays(offsets, values, type=t, mask=mask)
+    if pt.is_union(t):
+        got_type = array.type
+        by_code = {got_type.type_codes[i]: i for i in range(got_type.num_fields)}
+        kids, names = [], []
+        for i, code in enumerate(t.type_codes):
+            field = t.field(i)
+            names.append(field.name)
+            if code in by_code:
+                kids.append(_restore_array(ref.type.field(i), field, array.field(by_code[code]), 0))
+            else:
+                kids.append(pa.nulls(0 if t.mode == "dense" else len(array), field.type))
+        if t.mode == "dense":
+            return pa.UnionArray.from_dense(array.type_codes, array.offsets, kids, names, list(t.type_codes))
+        return pa.UnionArray.from_sparse(array.type_codes, kids, names, list(t.type_codes))
+    if not array.type.equals(t):
+        raise DecodingError(f"column {ref.name}: emitted type {array.type} cannot be restored to {t}")
+    return array
+
+
+def restore_table(batch: pa.RecordBatch, reference: pa.Schema, where: str) -> pa.RecordBatch:
+    """`batch` (an adaptive record) in the plain shape of `reference`."""
+    names = set(reference.names)
+    unknown = [n for n in batch.schema.names if n not in names]
+    if unknown:
+        raise DecodingError(f"{where}: columns {unknown} are not in the reference schema")
+    fields, columns = [], []
+    for ref in reference:
+        idx = batch.schema.get_field_index(ref.name)
+        got = batch.schema.field(idx) if idx >= 0 else None
+        out = _restore_field(ref, got)
+        try:
+            columns.append(_restore_array(ref, out, batch.column(idx) if idx >= 0 else None, batch.num_rows))
+        except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
+            raise DecodingError(f"{where}.{ref.name}: cannot restore the plain column: {exc}") from exc
+        fields.append(out)
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
+
+
+def restore_payload(batch: pa.RecordBatch, payload_type: PayloadType) -> pa.RecordBatch:
+    return restore_table(batch, reference_schema(payload_type), payload_type.name)

@@ -1,0 +1,91 @@
+"""Arrow IPC streams of the OTAP wire: one writer per live (payload type, signature) on the
+encoder side, one incrementally fed reader per ``schema_id`` on the decoder side."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+
+
+class StreamWriter:
+    """An Arrow IPC stream whose bytes are taken out after every batch (one payload each).
+
+    Every batch carries the stream's cumulative dictionaries, so with dictionary deltas on the
+    writer emits only the new entries; a dictionary that is not an extension (a reset) is
+    written as a replacement.
+    """
+
+    def __init__(self, schema_id: str, schema: pa.Schema, compression: str | None):
+        self.schema_id = schema_id
+        self._sink = io.BytesIO()
+        options = pa.ipc.IpcWriteOptions(emit_dictionary_deltas=True, compression=compression)
+        self._writer = pa.ipc.new_stream(self._sink, schema, options=options)
+
+    def write(self, batch: pa.RecordBatch) -> bytes:
+        """IPC messages of this batch (schema first on a new stream, then dictionaries, record)."""
+        self._writer.write_batch(batch)
+        data = self._sink.getvalue()
+        self._sink.seek(0)
+        self._sink.truncate()
+        return data
+
+    @property
+    def stats(self) -> pa.ipc.WriteStats:
+        return self._writer.stats
+
+
+class _Feed:
+    """A read-only file whose content grows as payloads arrive; consumed bytes are dropped."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self.closed = False
+
+    def append(self, data: bytes) -> None:
+        if self._pos > 1 << 20 and self._pos * 2 > len(self._buf):
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0:
+            n = len(self._buf) - self._pos
+        out = bytes(self._buf[self._pos : self._pos + n])
+        self._pos += len(out)
+        return out
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf) - self._pos
+
+
+class StreamReader:
+    """The reader of one ``schema_id``: fed one payload at a time, yields one batch per payload."""
+
+    def __init__(self, schema_id: str):
+        self.schema_id = schema_id
+        self._feed = _Feed()
+        self._reader: pa.ipc.RecordBatchStreamReader | None = None
+
+    def read(self, record: bytes) -> pa.RecordBatch:
+        self._feed.append(record)
+        if self._reader is None:
+            self._reader = pa.ipc.open_stream(self._feed)
+        batch = self._reader.read_next_batch()
+        if self._feed.pending:
+            raise ValueError(f"{self._feed.pending} trailing bytes after the record batch")
+        return batch
