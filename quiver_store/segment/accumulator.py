@@ -1,0 +1,153 @@
+"""The open segment: per-(slot, schema fingerprint) stream accumulators fed straight from the
+ingested batches, plus the batch manifest that maps every bundle back to its chunks.
+
+Nothing is serialized here. Chunks are kept as the ingested (zero-copy) batches; the writer
+unifies dictionaries and coalesces consecutive chunks into larger IPC record batches at
+finalize. ``serialized_size`` is maintained incrementally from IPC message sizes
+(``pa.ipc.get_record_batch_size``), not from in-memory sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..bundle import RecordBundle
+from ..config import SegmentConfig
+from ..errors import QuiverError
+from .dictionary import DictionaryUnion, Path, dictionary_paths, leaf_dictionary
+
+IPC_FILE_OVERHEAD = 8 + 8 + 10 + 63  # leading magic+pad, EOS, footer size+magic, alignment padding
+IPC_BLOCK_BYTES = 24  # one footer Block entry per record batch or dictionary batch
+IPC_MESSAGE_OVERHEAD = 136  # flatbuffer metadata of a dictionary batch holding one array (upper bound)
+
+
+@dataclass
+class StreamAccumulator:
+    """The chunks of one stream, in arrival order, and the running union of its dictionaries."""
+
+    stream_id: int
+    slot: int
+    fingerprint: bytes
+    schema: pa.Schema
+    paths: list[Path]
+    chunks: list[pa.RecordBatch] = field(default_factory=list)
+    rows: int = 0
+    dictionaries: dict[Path, DictionaryUnion] = field(default_factory=dict)
+    batch_bytes: int = 0
+    dictionary_bytes: int = 0
+
+    @property
+    def serialized_size(self) -> int:
+        schema_bytes = self.schema.serialize().size
+        return IPC_FILE_OVERHEAD + 2 * schema_bytes + self.batch_bytes + self.dictionary_bytes
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One bundle: when it was ingested and, per present slot (ascending), (stream_id, chunk index)."""
+
+    ingestion_time_ns: int
+    refs: tuple[tuple[int, int, int], ...]  # (slot, stream_id, chunk_index)
+
+
+def _dictionary_bytes(unions: dict[Path, DictionaryUnion]) -> int:
+    return sum(u.values.nbytes + IPC_MESSAGE_OVERHEAD + IPC_BLOCK_BYTES for u in unions.values())
+
+
+class OpenSegment:
+    """Bundles accumulated since the last finalize; `append` is all-or-nothing per bundle."""
+
+    def __init__(self, config: SegmentConfig) -> None:
+        self.config = config
+        self.opened_at_ns = time.time_ns()
+        self.min_ingestion_time_ns: int | None = None
+        self.max_ingestion_time_ns: int | None = None
+        self.serialized_size = 0
+        self._streams: list[StreamAccumulator] = []
+        self._current: dict[tuple[int, bytes], StreamAccumulator] = {}
+        self._manifest: list[ManifestEntry] = []
+
+    # -- read-only views (the writer consumes these) -----------------------------------------
+    @property
+    def bundle_count(self) -> int:
+        return len(self._manifest)
+
+    @property
+    def stream_count(self) -> int:
+        return len(self._streams)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._manifest
+
+    @property
+    def streams(self) -> tuple[StreamAccumulator, ...]:
+        """Streams in stream-id order (first appearance; a rotated stream follows its predecessor)."""
+        return tuple(self._streams)
+
+    @property
+    def manifest(self) -> tuple[ManifestEntry, ...]:
+        return tuple(self._manifest)
+
+    # -- ingest ------------------------------------------------------------------------------
+    def append(self, bundle: RecordBundle) -> None:
+        """Add one bundle's batches to their streams; raise QuiverError, changing nothing, on a
+        batch whose schema contradicts the stream its (slot, fingerprint) names."""
+        ts = bundle.ingestion_time_ns
+        if not isinstance(ts, int) or isinstance(ts, bool):
+            raise QuiverError(f"bundle ingestion_time_ns must be an int, got {ts!r}")
+        limit = self.config.max_dictionary_size
+        plan: list[tuple[int, bytes, pa.RecordBatch, StreamAccumulator | None, dict[Path, DictionaryUnion]]] = []
+        for slot, batch in bundle.slots.items():
+            fp = bundle.fingerprint(slot)
+            stream = self._current.get((slot, fp))
+            if stream is None:
+                paths = [p for p, _ in dictionary_paths(batch.schema)]
+                plan.append((slot, fp, batch, None, self._start_unions(batch, paths)))
+                continue
+            if batch.schema is not stream.schema and not batch.schema.equals(stream.schema, check_metadata=False):
+                raise QuiverError(
+                    f"slot {slot}: batch schema contradicts stream {stream.stream_id} of fingerprint "
+                    f"{fp.hex()[:16]}: expected\n{stream.schema.remove_metadata()}\ngot\n"
+                    f"{batch.schema.remove_metadata()}\n(the embedder must give a different fingerprint "
+                    "to a different schema); the bundle was not added"
+                )
+            unions = {p: stream.dictionaries[p].extend(leaf_dictionary(batch, p)) for p in stream.paths}
+            grew_past = any(
+                unions[p].size > limit and unions[p].size > stream.dictionaries[p].size for p in stream.paths
+            )
+            if grew_past:  # rotate: this chunk starts a fresh stream with the same slot and fingerprint
+                plan.append((slot, fp, batch, None, self._start_unions(batch, stream.paths)))
+            else:
+                plan.append((slot, fp, batch, stream, unions))
+
+        refs = []
+        for slot, fp, batch, target, unions in plan:
+            stream = target
+            if stream is None:
+                stream = StreamAccumulator(len(self._streams), slot, fp, batch.schema, list(unions))
+                self._streams.append(stream)
+                self._current[(slot, fp)] = stream
+                self.serialized_size += stream.serialized_size
+            before = stream.batch_bytes + stream.dictionary_bytes
+            stream.chunks.append(batch)
+            stream.rows += batch.num_rows
+            stream.batch_bytes += pa.ipc.get_record_batch_size(batch) + IPC_BLOCK_BYTES
+            if unions:
+                if any(unions[p] is not stream.dictionaries.get(p) for p in unions):
+                    stream.dictionary_bytes = _dictionary_bytes(unions)
+                stream.dictionaries = unions
+            self.serialized_size += stream.batch_bytes + stream.dictionary_bytes - before
+            refs.append((slot, stream.stream_id, len(stream.chunks) - 1))
+        self._manifest.append(ManifestEntry(ts, tuple(refs)))
+        if self.min_ingestion_time_ns is None or ts < self.min_ingestion_time_ns:
+            self.min_ingestion_time_ns = ts
+        if self.max_ingestion_time_ns is None or ts > self.max_ingestion_time_ns:
+            self.max_ingestion_time_ns = ts
+
+    @staticmethod
+    def _start_unions(batch: pa.RecordBatch, paths: list[Path]) -> dict[Path, DictionaryUnion]:
+        return {p: DictionaryUnion.start(leaf_dictionary(batch, p)) for p in paths}

@@ -1,0 +1,268 @@
+"""Finalize an OpenSegment into an immutable segment file (layout: format.py, docs/formats.md).
+
+Each stream's chunks are unified against one dictionary per dictionary column, consecutive
+chunks are coalesced into record batches of up to COALESCE_ROWS rows / COALESCE_BYTES bytes
+(fewer IPC messages, the manifest addresses (stream, batch, row offset, row count)), and the
+stream is written as one Arrow IPC *file* at a 64-byte aligned offset. The file is written to
+``path + ".tmp"``, fsynced, renamed and its directory fsynced. The OpenSegment is only read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pat
+
+from ..errors import QuiverError
+from ..fs import DEFAULT_FS, FileSystem
+from . import format as fmt
+from .accumulator import OpenSegment, StreamAccumulator
+from .dictionary import unify_chunks
+from .info import SegmentInfo, StreamInfo
+from .schema_view import representative_schema
+
+COALESCE_ROWS = 65_536  # a coalesced record batch stops growing at this many rows ...
+COALESCE_BYTES = 4 << 20  # ... or this many in-memory bytes
+
+
+def _coalesce(chunks: list[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], list[tuple[int, int]]]:
+    """Group consecutive chunks into record batches; return them and each chunk's (batch, row offset)."""
+    batches: list[pa.RecordBatch] = []
+    where: list[tuple[int, int]] = []
+    group: list[pa.RecordBatch] = []
+    rows = size = 0
+
+    def close() -> None:
+        nonlocal group, rows, size
+        if group:
+            batches.append(group[0] if len(group) == 1 else pa.concat_batches(group))
+            group, rows, size = [], 0, 0
+
+    for chunk in chunks:
+        n, b = chunk.num_rows, chunk.nbytes
+        if group and (rows + n > COALESCE_ROWS or size + b > COALESCE_BYTES):
+            close()
+        where.append((len(batches), rows))
+        group.append(chunk)
+        rows += n
+        size += b
+    close()
+    return batches, where
+
+
+def _column(batch: pa.RecordBatch, dotted: str) -> pa.Array | None:
+    """The column at a dotted struct path, or None when the batch lacks it."""
+    names = dotted.split(".")
+    if names[0] not in batch.schema.names:
+        return None
+    arr = batch.column(names[0])
+    for name in names[1:]:
+        if not pat.is_struct(arr.type) or arr.type.get_field_index(name) < 0:
+            return None
+        arr = arr.field(name)
+    return arr
+
+
+def _event_range(batches: list[pa.RecordBatch], column: str) -> tuple[int, int] | None:
+    lows, highs = [], []
+    for batch in batches:
+        arr = _column(batch, column)
+        if arr is None:
+            return None
+        if pat.is_timestamp(arr.type) or pat.is_date(arr.type) or pat.is_duration(arr.type):
+            arr = arr.cast(pa.int64())
+        elif not pat.is_integer(arr.type):
+            raise QuiverError(f"event-time column {column!r} has type {arr.type}; expected an integer or timestamp")
+        mm = pc.min_max(arr)
+        if mm["min"].is_valid:
+            lows.append(int(mm["min"].as_py()))
+            highs.append(int(mm["max"].as_py()))
+    if not lows:
+        return None
+    return min(lows), max(highs)
+
+
+def _ipc_file(schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue()
+
+
+class _Out:
+    """Sequential writer over a FileSystem fd that tracks the offset."""
+
+    def __init__(self, fs: FileSystem, fd: int) -> None:
+        self.fs, self.fd, self.offset = fs, fd, 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        at = self.offset
+        self.fs.write(self.fd, data)
+        self.offset += len(data)
+        return at
+
+    def align(self, alignment: int) -> None:
+        pad = fmt.pad_to(self.offset, alignment)
+        if pad:
+            self.write(bytes(pad))
+
+
+def write_segment(
+    segment: OpenSegment,
+    path: str,
+    seq: int,
+    *,
+    fs: FileSystem = DEFAULT_FS,
+    metadata: Mapping[str, str] | None = None,
+    event_time_columns: Mapping[int, str] | None = None,
+) -> SegmentInfo:
+    """Write `segment` durably to `path`; return what was written. Raises QuiverError on an empty
+    segment or bad arguments; OSError from the file system propagates after the temp file is removed."""
+    if segment.is_empty:
+        raise QuiverError(f"segment {seq}: nothing to write (the open segment holds no bundle)")
+    if not 0 <= seq < 1 << 64:
+        raise QuiverError(f"segment sequence number {seq} is out of range [0, 2**64)")
+    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    event_cols = {int(k): str(v) for k, v in (event_time_columns or {}).items()}
+    tmp = path + ".tmp"
+    fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        out = _Out(fs, fd)
+        out.write(fmt.encode_header(seq))
+        streams, schemas, placements = [], {}, []
+        for acc in segment.streams:
+            info, schema, where = _write_stream(out, acc, event_cols.get(acc.slot))
+            streams.append(info)
+            schemas[acc.stream_id] = schema
+            placements.append(where)
+        rep = _representative(segment.streams, schemas)
+        streams = [_with_present(s, schemas[s.stream_id], rep[s.slot]) for s in streams]
+        out.align(fmt.ALIGNMENT)
+        directory = _directory(streams, rep)
+        directory_offset = out.write(directory)
+        out.align(fmt.SECTION_ALIGNMENT)
+        manifest = _manifest(segment, placements)
+        manifest_offset = out.write(manifest)
+        out.align(fmt.SECTION_ALIGNMENT)
+        meta_bytes = fmt.encode_metadata(meta, event_cols, rep)
+        meta_offset = out.write(meta_bytes)
+        out.align(fmt.SECTION_ALIGNMENT)
+        created = time.time_ns()
+        footer = fmt.Footer(
+            seq, len(streams), segment.bundle_count, segment.min_ingestion_time_ns or 0,
+            segment.max_ingestion_time_ns or 0, created, segment.opened_at_ns,
+            directory_offset, len(directory), manifest_offset, len(manifest), meta_offset, len(meta_bytes),
+            fmt.crc(directory), fmt.crc(manifest), fmt.crc(meta_bytes),
+        ).encode()  # fmt: skip
+        out.write(footer)
+        out.write(fmt.encode_trailer(footer))
+        fs.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.close(fd)
+        with contextlib.suppress(OSError):
+            fs.unlink(tmp)
+        raise
+    fs.close(fd)
+    fs.rename(tmp, path)
+    fs.fsync_dir(os.path.dirname(os.path.abspath(path)))
+    return SegmentInfo(
+        seq=seq,
+        path=path,
+        size_bytes=out.offset,
+        bundle_count=segment.bundle_count,
+        stream_count=len(streams),
+        ingestion_time_min_ns=segment.min_ingestion_time_ns or 0,
+        ingestion_time_max_ns=segment.max_ingestion_time_ns or 0,
+        metadata=meta,
+        streams=tuple(streams),
+        representative_schemas=rep,
+        event_time_columns=event_cols,
+        opened_at_ns=segment.opened_at_ns,
+        created_at_ns=created,
+        format_version=fmt.VERSION,
+    )
+
+
+def _write_stream(
+    out: _Out, acc: StreamAccumulator, event_column: str | None
+) -> tuple[StreamInfo, pa.Schema, list[tuple[int, int]]]:
+    schema, chunks = unify_chunks(acc.schema, acc.chunks, acc.dictionaries)
+    batches, where = _coalesce(chunks)
+    try:
+        data = _ipc_file(schema, batches)
+    except pa.ArrowException as e:
+        raise QuiverError(f"stream {acc.stream_id} (slot {acc.slot}) cannot be written as Arrow IPC: {e}") from e
+    out.align(fmt.ALIGNMENT)
+    offset = out.write(memoryview(data))
+    event = _event_range(batches, event_column) if event_column else None
+    info = StreamInfo(
+        stream_id=acc.stream_id,
+        slot=acc.slot,
+        fingerprint=acc.fingerprint,
+        rows=acc.rows,
+        chunks=len(acc.chunks),
+        bytes=data.size,
+        present_columns=tuple(schema.names),
+        offset=offset,
+        batches=len(batches),
+        crc32c=fmt.crc(memoryview(data)),
+        event_time_min_ns=event[0] if event else None,
+        event_time_max_ns=event[1] if event else None,
+    )
+    return info, schema, where
+
+
+def _representative(streams: tuple[StreamAccumulator, ...], schemas: dict[int, pa.Schema]) -> dict[int, pa.Schema]:
+    by_slot: dict[int, list[pa.Schema]] = {}
+    for acc in streams:
+        by_slot.setdefault(acc.slot, []).append(schemas[acc.stream_id])
+    return {slot: representative_schema(group) for slot, group in sorted(by_slot.items())}
+
+
+def _with_present(info: StreamInfo, schema: pa.Schema, rep: pa.Schema) -> StreamInfo:
+    order = {name: i for i, name in enumerate(rep.names)}
+    present = tuple(sorted(schema.names, key=order.__getitem__))
+    return StreamInfo(**{**info.__dict__, "present_columns": present})
+
+
+def _directory(streams: list[StreamInfo], rep: dict[int, pa.Schema]) -> bytes:
+    entries = np.zeros(len(streams), fmt.DIRECTORY_ENTRY)
+    bitmaps = bytearray()
+    for i, s in enumerate(streams):
+        names = rep[s.slot].names
+        bits = np.isin(np.array(names, dtype=object), np.array(s.present_columns, dtype=object))
+        packed = np.packbits(bits, bitorder="little").tobytes()
+        has_event = s.event_time_min_ns is not None
+        entries[i] = (
+            s.stream_id, s.slot, fmt.EVENT_TIME_FLAG if has_event else 0, s.fingerprint, s.offset, s.bytes,
+            s.rows, s.chunks, s.batches, s.crc32c, len(bitmaps),
+            s.event_time_min_ns if has_event else 0, s.event_time_max_ns if has_event else 0,
+        )  # fmt: skip
+        bitmaps += packed
+    return fmt.encode_directory(entries, bytes(bitmaps))
+
+
+def _manifest(segment: OpenSegment, placements: list[list[tuple[int, int]]]) -> bytes:
+    manifest = segment.manifest
+    bundles = np.zeros(len(manifest), fmt.MANIFEST_BUNDLE)
+    n_refs = sum(len(e.refs) for e in manifest)
+    refs = np.zeros(n_refs, fmt.MANIFEST_REF)
+    streams = segment.streams
+    k = 0
+    for i, entry in enumerate(manifest):
+        bitmap = 0
+        for slot, stream_id, chunk in entry.refs:
+            bitmap |= 1 << slot
+            batch, row_offset = placements[stream_id][chunk]
+            refs[k] = (stream_id, batch, row_offset, streams[stream_id].chunks[chunk].num_rows)
+            k += 1
+        bundles[i] = (entry.ingestion_time_ns, bitmap)
+    return fmt.encode_manifest(bundles, refs)
