@@ -14,6 +14,7 @@ from .payload import (
     signal_of,
 )
 from .schema import Annotation, annotation, conforms, reference_schema
+from .otlp import from_otlp, from_otlp_json, normalize_otlp, to_otlp, to_otlp_json
 
 __all__ = [
     "DATA_POINT_FAMILIES",
@@ -29,7 +30,12 @@ __all__ = [
     "Signal",
     "annotation",
     "conforms",
+    "from_otlp",
+    "from_otlp_json",
+    "normalize_otlp",
     "reference_schema",
     "relations",
     "signal_of",
+    "to_otlp",
+    "to_otlp_json",
 ]

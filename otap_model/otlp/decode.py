@@ -64,7 +64,7 @@ def infer_signal(data: bytes | bytearray | memoryview) -> Signal:
         for fd, value in msg.ListFields():
             if fd.message_type is None or depth > 3:
                 continue
-            items = value if fd.label == fd.LABEL_REPEATED else [value]
+            items = list(value) if fd.is_repeated else [value]
             if not all(clean(v, depth + 1) for v in items[:20]):
                 return False
         return True

@@ -1,0 +1,104 @@
+"""OTLP/JSON <-> OTAP.
+
+OTLP/JSON is the proto3 JSON mapping with one difference: trace and span ids are hex strings,
+not base64. Keys may be lowerCamelCase or the original snake_case, int64 values strings or
+numbers, enums integers or names; unknown fields are ignored, as the OTLP spec requires of
+receivers. The request is parsed with ``google.protobuf.json_format`` after rewriting the ids,
+then converted like any protobuf request.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from google.protobuf import json_format
+
+from ..bundle import OtapBundle
+from ..errors import ConversionError
+from ..payload import Signal
+from .decode import REQUEST_TYPES, from_otlp
+from .encode import to_otlp
+
+ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})
+_ROOT_KEYS = {
+    "resourceLogs": Signal.LOGS,
+    "resource_logs": Signal.LOGS,
+    "resourceSpans": Signal.TRACES,
+    "resource_spans": Signal.TRACES,
+    "resourceMetrics": Signal.METRICS,
+    "resource_metrics": Signal.METRICS,
+}
+
+
+def from_otlp_json(text_or_bytes: str | bytes | bytearray, signal: Signal | str | None = None) -> OtapBundle:
+    """Convert an OTLP/JSON export request to an OtapBundle (signal inferred from the root key)."""
+    try:
+        doc = json.loads(text_or_bytes)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConversionError(f"invalid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
+    sig = _signal(doc, signal)
+    _ids_to_base64(doc, "")
+    message = REQUEST_TYPES[sig]()
+    try:
+        json_format.ParseDict(doc, message, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ConversionError(f"invalid OTLP/JSON: {exc}") from None
+    return from_otlp(message)
+
+
+def to_otlp_json(bundle: OtapBundle) -> str:
+    """The bundle as an OTLP/JSON request (hex ids, camelCase keys, int64 as strings, enums as ints)."""
+    doc = json_format.MessageToDict(to_otlp(bundle), use_integers_for_enums=True)
+    _ids_to_hex(doc)
+    return json.dumps(doc)
+
+
+def otlp_json_to_message(text_or_bytes: str | bytes, signal: Signal | str | None = None) -> Any:
+    """Parse OTLP/JSON into the protobuf request message (hex ids accepted)."""
+    doc = json.loads(text_or_bytes)
+    sig = _signal(doc, signal)
+    _ids_to_base64(doc, "")
+    return json_format.ParseDict(doc, REQUEST_TYPES[sig](), ignore_unknown_fields=True)
+
+
+def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
+    if signal is not None:
+        return Signal(signal)
+    found = {_ROOT_KEYS[k] for k in doc if k in _ROOT_KEYS}
+    if len(found) != 1:
+        raise ConversionError(
+            "cannot infer the signal: expected exactly one of resourceLogs, resourceSpans, resourceMetrics; pass signal="
+        )
+    return found.pop()
+
+
+def _ids_to_base64(node: Any, path: str) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else key
+            if key in ID_KEYS and isinstance(value, str):
+                try:
+                    node[key] = base64.b64encode(bytes.fromhex(value)).decode()
+                except ValueError:
+                    raise ConversionError(f"{value!r} is not a hex-encoded id", where) from None
+            else:
+                _ids_to_base64(value, where)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _ids_to_base64(item, f"{path}[{i}]")
+
+
+def _ids_to_hex(node: Any) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ID_KEYS and isinstance(value, str):
+                node[key] = base64.b64decode(value).hex()
+            else:
+                _ids_to_hex(value)
+    elif isinstance(node, list):
+        for item in node:
+            _ids_to_hex(item)

@@ -1,0 +1,117 @@
+"""The normalisations under which ``to_otlp(from_otlp(x)) == x`` holds (docs/otlp-mapping.md).
+
+Each one maps two encodings that OTLP / proto3 gives the same meaning to a single form; none of
+them changes a telemetry value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import Message
+
+from .decode import REQUEST_TYPES
+
+_LAYOUT = {
+    "resource_logs": ("scope_logs", "log_records"),
+    "resource_spans": ("scope_spans", "spans"),
+    "resource_metrics": ("scope_metrics", "metrics"),
+}
+
+
+def normalize_otlp(msg: Message) -> Message:
+    """A normalised copy of an Export*ServiceRequest (the input is left unchanged)."""
+    if not isinstance(msg, tuple(REQUEST_TYPES.values())):
+        raise TypeError(f"{type(msg).__name__} is not an OTLP export request")
+    out = type(msg)()
+    out.CopyFrom(msg)
+    out.DiscardUnknownFields()  # 1. unknown fields have no column
+    res_field = out.DESCRIPTOR.fields[0].name
+    scope_field, items_field = _LAYOUT[res_field]
+    resources = getattr(out, res_field)
+    keep_res = []
+    for rx in resources:
+        scopes = getattr(rx, scope_field)
+        kept = [sx for sx in scopes if len(getattr(sx, items_field))]  # 2. scopes without items
+        if len(kept) != len(scopes):
+            _replace(scopes, kept)
+        if kept:
+            keep_res.append(rx)
+    if len(keep_res) != len(resources):  # 2. resources without items
+        _replace(resources, keep_res)
+    for rx in resources:
+        _empty_to_absent(rx, "resource")  # 3. empty Resource == absent
+        _attributes(rx.resource.attributes)
+        for sx in getattr(rx, scope_field):
+            _empty_to_absent(sx, "scope")  # 3. empty InstrumentationScope == absent
+            _attributes(sx.scope.attributes)
+            for item in getattr(sx, items_field):
+                _item(item, items_field)
+    return out
+
+
+def _replace(container: Any, keep: list[Any]) -> None:
+    copies = [type(m)() for m in keep]
+    for c, m in zip(copies, keep):
+        c.CopyFrom(m)
+    del container[:]
+    container.extend(copies)
+
+
+def _empty_to_absent(parent: Any, field: str) -> None:
+    if parent.HasField(field) and getattr(parent, field).ByteSize() == 0:
+        parent.ClearField(field)
+
+
+def _attributes(kvs: Any) -> None:
+    """4. an empty AnyValue is the same as an absent one (KeyValue.value), also inside maps."""
+    for kv in kvs:
+        _empty_to_absent(kv, "value")
+        if kv.HasField("value"):
+            _value(kv.value)
+
+
+def _value(value: Any) -> None:
+    kind = value.WhichOneof("value")
+    if kind == "kvlist_value":
+        _attributes(value.kvlist_value.values)
+    elif kind == "array_value":
+        for item in value.array_value.values:
+            _value(item)
+
+
+def _ids(msg: Any) -> None:
+    """5. an empty (invalid) trace/span id of a span or link is the all-zero invalid id."""
+    if not msg.trace_id:
+        msg.trace_id = bytes(16)
+    if not msg.span_id:
+        msg.span_id = bytes(8)
+
+
+def _item(item: Any, kind: str) -> None:
+    if kind == "log_records":
+        _empty_to_absent(item, "body")  # 4. empty body == no body
+        if item.HasField("body"):
+            _value(item.body)
+        _attributes(item.attributes)
+    elif kind == "spans":
+        _ids(item)
+        _empty_to_absent(item, "status")  # 6. empty Status == absent (code UNSET, no message)
+        _attributes(item.attributes)
+        for ev in item.events:
+            _attributes(ev.attributes)
+        for ln in item.links:
+            _ids(ln)
+            _attributes(ln.attributes)
+    else:
+        _attributes(item.metadata)
+        data = item.WhichOneof("data")
+        if data is None:
+            return
+        for dp in getattr(item, data).data_points:
+            _attributes(dp.attributes)
+            for ex in getattr(dp, "exemplars", ()):
+                _attributes(ex.filtered_attributes)
+            if data == "exponential_histogram":
+                _empty_to_absent(dp, "positive")  # 7. empty Buckets == absent
+                _empty_to_absent(dp, "negative")
