@@ -1,0 +1,119 @@
+"""Delta and quasi-delta id encodings, and the row-equality rules quasi-delta runs follow.
+
+*Delta* (ids, data point parent ids): the first valid value as is, then the difference to the
+previous valid value; null slots stay null, store 0 and do not move the running value.
+
+*Quasi-delta* (other parent ids): a row that equals the previous row on its table's equality columns
+stores the difference to the previous parent id, any other row the absolute value. Equality, with
+nulls never equal to anything:
+
+* attributes: same ``type``, same ``key`` and same value in the column of that type; Empty (0),
+  Map (5) and Slice (6) values never compare equal;
+* span events: same ``name``; span links: same ``trace_id``;
+* exemplars: same value kind (int or double) and the same value (doubles compared bit for bit).
+
+The decoder recomputes the same equality from the unchanged columns, so no run marker travels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from otap_model import PayloadType
+
+from . import kernels
+from .columns import get_column, unsigned_array, unsigned_values
+from .errors import TransportError
+from .sort import ATTRIBUTE_TABLES, EXEMPLAR_TABLES
+
+_ATTR_VALUE_COLUMNS = ((1, "str"), (2, "int"), (3, "double"), (4, "bool"), (7, "bytes"))
+
+
+def delta_encode(ids: pa.Array) -> pa.Array:
+    values, valid = unsigned_values(ids)
+    out = np.empty_like(values)
+    kernels.delta_encode(values, kernels.NO_NULLS if valid is None else valid, out)
+    return unsigned_array(out, ids, valid)
+
+
+def delta_decode(ids: pa.Array) -> pa.Array:
+    values, valid = unsigned_values(ids)
+    out = np.empty_like(values)
+    kernels.delta_decode(values, kernels.NO_NULLS if valid is None else valid, out)
+    return unsigned_array(out, ids, valid)
+
+
+def quasi_delta_encode(parent_ids: pa.Array, eq: np.ndarray) -> pa.Array:
+    values, _ = unsigned_values(parent_ids)
+    out = np.empty_like(values)
+    kernels.quasi_delta_encode(values, eq, out)
+    return unsigned_array(out, parent_ids, None)
+
+
+def quasi_delta_decode(parent_ids: pa.Array, eq: np.ndarray) -> pa.Array:
+    values, _ = unsigned_values(parent_ids)
+    out = np.empty_like(values)
+    kernels.quasi_delta_decode(values, eq, out)
+    return unsigned_array(out, parent_ids, None)
+
+
+def equal_runs(batch: pa.RecordBatch, pt: PayloadType) -> np.ndarray:
+    """``eq[i]``: row ``i`` equals row ``i - 1`` under the quasi-delta rule of ``pt`` (``eq[0]`` False)."""
+    n = batch.num_rows
+    if n == 0:
+        return np.zeros(0, dtype=np.bool_)
+    if pt in ATTRIBUTE_TABLES:
+        types = get_column(batch, "type")
+        if types is None:
+            raise TransportError(f"{pt.name}: attribute table without a type column")
+        type_values = types.fill_null(0).to_numpy(zero_copy_only=False)
+        value_equal = np.zeros(n, dtype=np.bool_)
+        for code, name in _ATTR_VALUE_COLUMNS:
+            value_equal |= (type_values == code) & _shift_equal(get_column(batch, name), n)
+        return _shift_equal(types, n) & _shift_equal(get_column(batch, "key"), n) & value_equal
+    if pt is PayloadType.SPAN_EVENTS:
+        return _shift_equal(get_column(batch, "name"), n)
+    if pt is PayloadType.SPAN_LINKS:
+        return _shift_equal(get_column(batch, "trace_id"), n)
+    if pt in EXEMPLAR_TABLES:
+        ints, doubles = get_column(batch, "int_value"), get_column(batch, "double_value")
+        return (_shift_equal(ints, n) & _both_null(doubles, n)) | (
+            _shift_equal(doubles, n) & _both_null(ints, n)
+        )
+    raise TransportError(f"{pt.name}: has no quasi-delta encoded column")
+
+
+def _shift_equal(column: pa.Array | None, n: int) -> np.ndarray:
+    """``out[i]``: ``column[i] == column[i - 1]``, both valid; False for row 0 and absent columns."""
+    out = np.zeros(n, dtype=np.bool_)
+    if column is None or n < 2 or column.null_count == n:
+        return out
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    type_ = column.type
+    if pa.types.is_floating(type_) or pa.types.is_integer(type_) or pa.types.is_temporal(type_):
+        width = type_.bit_width // 8
+        raw = np.frombuffer(column.buffers()[1], dtype=np.dtype(f"<u{width}"))
+        raw = raw[column.offset : column.offset + n]
+        out[1:] = raw[1:] == raw[:-1]  # bit for bit: NaN equals the same NaN, -0.0 differs from 0.0
+        if column.null_count:
+            valid = column.is_valid().to_numpy(zero_copy_only=False)
+            out[1:] &= valid[1:] & valid[:-1]
+        return out
+    same = pc.equal(column.slice(1), column.slice(0, n - 1)).fill_null(False)
+    out[1:] = same.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _both_null(column: pa.Array | None, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=np.bool_)
+    if column is None:
+        out[1:] = True
+        return out
+    if column.null_count == 0:
+        return out
+    null = column.is_null().to_numpy(zero_copy_only=False)
+    out[1:] = null[1:] & null[:-1]
+    return out

@@ -1,0 +1,143 @@
+"""Transport optimisation of a whole bundle: sort top-down, renumber ids densely, delta-encode them;
+and the inverse, back to plain ids.
+
+Top-down means parents first: the root table (logs, spans or metrics) is sorted by resource, scope
+and its own keys and renumbered; each child then has its ``parent_id`` rewritten to the new parent
+numbering *before* it is sorted, so ``parent_id`` (its last sort key) orders children by the sorted
+position of their parent. Encodings are applied last, once every table has its final plain ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+
+from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, relations
+
+from . import delta
+from .columns import DELTA, PLAIN, QUASI_DELTA, encoded_paths, get_column, replace_column
+from .errors import TransportError
+from .ids import Renumbering, renumber
+from .sort import DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES, resolve_sort_orders, sort_indices
+
+_ROOT_IDS = ("id", "resource.id", "scope.id")
+
+
+def id_columns(pt: PayloadType) -> tuple[str, ...]:
+    """The id columns a payload type owns (referenced by its children's parent_id)."""
+    if pt in ROOT_TABLES:
+        return _ROOT_IDS
+    if pt in DATA_POINT_TABLES or pt in EXEMPLAR_TABLES or pt in (PayloadType.SPAN_EVENTS, PayloadType.SPAN_LINKS):
+        return ("id",)
+    return ()
+
+
+def parent_id_encoding(pt: PayloadType) -> str | None:
+    """How a payload type's ``parent_id`` is encoded (None: it has no parent)."""
+    if pt in ROOT_TABLES:
+        return None
+    return DELTA if pt in DATA_POINT_TABLES else QUASI_DELTA
+
+
+def optimize(bundle: OtapBundle, config: object | None = None) -> OtapBundle:
+    """Sort every table, renumber ids densely in sorted order, and delta / quasi-delta encode them.
+
+    ``config`` may carry ``sort_orders``: a mapping of payload type id to column paths that
+    replaces the default order of those payload types (see ``sort.resolve_sort_orders``). Input
+    id columns that are already encoded are first restored, so optimising twice changes nothing.
+    """
+    orders = resolve_sort_orders(_sort_orders_of(config))
+    tables = dict(restore(bundle).tables)
+    renumberings: dict[tuple[PayloadType, str], Renumbering] = {}
+    for pt, parent in _top_down(bundle):
+        table = tables.get(pt)
+        if table is None:
+            continue
+        where = pt.name
+        if parent is not None:
+            parent_pt, parent_column = parent
+            mapping = renumberings.get(parent)
+            if mapping is None:
+                raise TransportError(
+                    f"{where}: has {table.num_rows} rows but the bundle has no {parent_pt.name} table "
+                    "for their parent_id to refer to"
+                )
+            parent_ids = _require(table, "parent_id", where)
+            table = replace_column(
+                table, "parent_id", mapping.apply(parent_ids, where, f"{parent_pt.name}.{parent_column}"), None
+            )
+        order = sort_indices(table, orders[pt], where)
+        if order is not None:
+            table = table.take(order)
+        for path in id_columns(pt):
+            ids = get_column(table, path)
+            if ids is None:
+                continue
+            new_ids, renumberings[(pt, path)] = renumber(ids, f"{where}.{path}")
+            table = replace_column(table, path, new_ids, None)
+        tables[pt] = table
+    return OtapBundle(bundle.signal, {pt: _encode(pt, t) for pt, t in tables.items()})
+
+
+def restore(bundle: OtapBundle) -> OtapBundle:
+    """Plain ids again: delta columns by prefix sums over valid slots, quasi-delta columns by
+    recomputing the equality runs; the ``encoding`` metadata is removed. Columns without that
+    metadata, or marked ``plain``, are left as they are."""
+    restored = {}
+    for pt, table in bundle.tables.items():
+        for path, encoding in encoded_paths(table.schema):
+            column = get_column(table, path)
+            assert column is not None  # encoded_paths only lists existing fields
+            if pa.types.is_dictionary(column.type):
+                column = column.dictionary_decode()
+            if encoding == PLAIN:
+                plain = column
+            elif encoding == DELTA:
+                plain = delta.delta_decode(column)
+            elif encoding == QUASI_DELTA:
+                plain = delta.quasi_delta_decode(column, delta.equal_runs(table, PayloadType(pt)))
+            else:
+                raise TransportError(
+                    f"{PayloadType(pt).name}.{path}: unknown encoding {encoding!r} "
+                    f"(expected {PLAIN!r}, {DELTA!r} or {QUASI_DELTA!r})"
+                )
+            table = replace_column(table, path, plain, None)
+        restored[pt] = table
+    return OtapBundle(bundle.signal, restored)
+
+
+def _encode(pt: PayloadType, table: pa.RecordBatch) -> pa.RecordBatch:
+    for path in id_columns(pt):
+        ids = get_column(table, path)
+        if ids is not None:
+            table = replace_column(table, path, delta.delta_encode(ids), DELTA)
+    encoding = parent_id_encoding(pt)
+    if encoding is None:
+        return table
+    parent_ids = _require(table, "parent_id", pt.name)
+    if encoding == DELTA:
+        encoded = delta.delta_encode(parent_ids)
+    else:
+        encoded = delta.quasi_delta_encode(parent_ids, delta.equal_runs(table, pt))
+    return replace_column(table, "parent_id", encoded, encoding)
+
+
+def _top_down(bundle: OtapBundle) -> list[tuple[PayloadType, tuple[PayloadType, str] | None]]:
+    """Each payload type of the signal with its (parent, parent column), parents first."""
+    root = ROOT_PAYLOAD[bundle.signal]
+    return [(root, None)] + [(r.child, (r.parent, r.parent_column)) for r in relations(bundle.signal)]
+
+
+def _require(table: pa.RecordBatch, path: str, where: str) -> pa.Array:
+    column = get_column(table, path)
+    if column is None:
+        raise TransportError(f"{where}: no {path} column")
+    return column
+
+
+def _sort_orders_of(config: object | None) -> Mapping[int, Sequence[str]] | None:
+    orders = getattr(config, "sort_orders", None)
+    if orders is not None and not isinstance(orders, Mapping):
+        raise TransportError(f"config.sort_orders must be a mapping of payload type id to column paths, got {type(orders).__name__}")
+    return orders
