@@ -3,6 +3,7 @@ OTLP/JSON and Zipkin, and a generator of realistic telemetry."""
 
 from .bundle import OtapBundle
 from .errors import ConversionError, OtapModelError, SchemaError
+from .otlp import from_otlp, from_otlp_json, normalize_otlp, to_otlp, to_otlp_json
 from .payload import (
     DATA_POINT_FAMILIES,
     ROOT_PAYLOAD,
@@ -14,7 +15,6 @@ from .payload import (
     signal_of,
 )
 from .schema import Annotation, annotation, conforms, reference_schema
-from .otlp import from_otlp, from_otlp_json, normalize_otlp, to_otlp, to_otlp_json
 
 __all__ = [
     "DATA_POINT_FAMILIES",

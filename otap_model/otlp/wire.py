@@ -464,7 +464,7 @@ def _scan(data, kinds, children, node_type, node_parent, tok_key, tok_node, tok_
             err[3] = field
             return nn, nt
         key = t * MAX_FIELD + field
-        if (kind == MSG or kind == REP_MSG) and wt == 2:
+        if kind in (MSG, REP_MSG) and wt == 2:
             child = -1
             if kind == MSG:
                 child = last_child[depth, field]
