@@ -1,0 +1,294 @@
+"""Property tests of the adaptive encoder over sequences of batches whose shape drifts.
+
+Plain tables are built directly from the reference schemas. An independent model of the Go
+dictionary ladder (u8 -> u16 -> plain, reset below the distinct/total threshold, cardinality
+cumulative over an IPC stream and restarted with each new stream) predicts the events and
+index types; every batch must decode back to the input exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adaptive_arrow import Decoder, Encoder, EncoderConfig, EventKind
+from otap_model import OtapBundle, PayloadType, Signal, reference_schema
+
+P = PayloadType
+LOGS_REF = reference_schema(P.LOGS)
+ATTRS_REF = reference_schema(P.LOG_ATTRS)
+N_LOGS = 64
+POOL_SIZE = 400_000
+POOL = pa.array([f"v{i:07d}" for i in range(POOL_SIZE)])
+CONFIG = EncoderConfig(sort=False)
+DICT_KINDS = {EventKind.DICTIONARY_UPGRADE, EventKind.DICTIONARY_OVERFLOW, EventKind.DICTIONARY_RESET}
+LADDERS = {"key": (255, 65535), "str": (65535,)}  # #dictionary=8 and #dictionary=16 with the default limit
+INDEX_TYPES = {255: pa.uint8(), 65535: pa.uint16()}
+
+
+# -- plain LOGS tables whose optional columns come and go -------------------------------------
+def _leaf(t: pa.DataType, n: int, rng: np.random.Generator) -> pa.Array:
+    mask = rng.random(n) < 0.2
+    mask[0] = False  # at least one value
+    if pa.types.is_string(t):
+        return pa.array(np.asarray(POOL.take(pa.array(rng.integers(0, 20, n))).to_pylist(), dtype=object), t, mask=mask)
+    if pa.types.is_fixed_size_binary(t):
+        return pa.array([rng.bytes(t.byte_width) for _ in range(n)], t, mask=mask)
+    if pa.types.is_binary(t):
+        return pa.array([rng.bytes(3) for _ in range(n)], t, mask=mask)
+    if pa.types.is_boolean(t):
+        return pa.array(rng.random(n) < 0.5, t, mask=mask)
+    if pa.types.is_floating(t):
+        return pa.array(rng.random(n), t, mask=mask)
+    if pa.types.is_timestamp(t):
+        return pa.array(rng.integers(1, 2**62, n), pa.int64(), mask=mask).cast(t)
+    return pa.array(rng.integers(1, 100, n), t, mask=mask)
+
+
+def _column(f: pa.Field, on: bool, n: int, rng: np.random.Generator, children_on: frozenset[str]) -> pa.Array:
+    if not on:
+        return pa.nulls(n, f.type)
+    if pa.types.is_struct(f.type):
+        kids = []
+        for i in range(f.type.num_fields):
+            child = f.type.field(i)
+            kid_on = (not child.nullable) or child.name in children_on
+            kids.append(_column(child, kid_on, n, rng, frozenset()))
+        return pa.StructArray.from_arrays(kids, fields=list(f.type), mask=pa.array(rng.random(n) < 0.2))
+    return _leaf(f.type, n, rng)
+
+
+def logs_table(on: frozenset[str], seed: int) -> pa.RecordBatch:
+    rng = np.random.default_rng(seed)
+    cols = []
+    for f in LOGS_REF:
+        if f.name == "id":
+            cols.append(pa.array(np.arange(N_LOGS), pa.uint16()))
+        else:
+            cols.append(_column(f, f.name in on, N_LOGS, rng, on))
+    return pa.RecordBatch.from_arrays(cols, schema=LOGS_REF)
+
+
+# -- LOG_ATTRS tables with controlled cardinality ------------------------------------------------
+@dataclass
+class ColumnSpec:
+    fresh: int  # values never seen in this column before
+    repeat: int  # extra rows re-using values already seen (or this batch's)
+
+
+def _values(spec: ColumnSpec | None, n: int, next_id: int, seen: list[int], rng: np.random.Generator) -> tuple[np.ndarray | None, int]:
+    """Ids of the column's values (None = all null), padded to n rows by re-use."""
+    if spec is None:
+        return None, next_id
+    fresh = np.arange(next_id, next_id + spec.fresh)
+    reuse_from = np.concatenate([np.asarray(seen[-1000:], dtype=np.int64), fresh]) if seen or spec.fresh else np.array([next_id])
+    if not len(reuse_from):
+        reuse_from = np.array([next_id])
+    pad = reuse_from[rng.integers(0, len(reuse_from), n - len(fresh))]
+    ids = np.concatenate([fresh, pad]).astype(np.int64)
+    used_new = spec.fresh if spec.fresh else (1 if not seen and not spec.fresh else 0)
+    return ids, next_id + max(used_new, spec.fresh)
+
+
+def attrs_table(key_ids: np.ndarray, str_ids: np.ndarray | None, str_nulls: np.ndarray | None) -> pa.RecordBatch:
+    n = len(key_ids)
+    str_col = pa.nulls(n, pa.string())
+    if str_ids is not None:
+        str_col = POOL.take(pa.array(str_ids + 200_000, mask=str_nulls))
+    cols = [
+        pa.array(np.arange(n) % N_LOGS, pa.uint16()),
+        POOL.take(pa.array(key_ids)),
+        pa.array(np.ones(n), pa.uint8()),
+        str_col,
+    ] + [pa.nulls(n, f.type) for f in list(ATTRS_REF)[4:]]
+    return pa.RecordBatch.from_arrays(cols, schema=ATTRS_REF)
+
+
+# -- the independent model ------------------------------------------------------------------------
+@dataclass
+class ColumnModel:
+    ladder: tuple[int, ...]
+    level: int | None = 0
+    seen: set[int] = field(default_factory=set)
+    total: int = 0
+
+    def feed(self, ids: np.ndarray | None, n: int, threshold: float = 0.3) -> tuple[str | None, set[int], int]:
+        """(event, seen after, total after) before any stream restart."""
+        distinct = set() if ids is None else set(np.unique(ids).tolist())
+        if self.level is None:
+            return None, set(), 0
+        seen = self.seen | distinct
+        total = self.total + n
+        level = self.level
+        while level < len(self.ladder) and len(seen) > self.ladder[level]:
+            level += 1
+        if level < len(self.ladder):
+            self._next = level
+            return ("dictionary_upgrade" if level > self.level else None), seen, total
+        if len(seen) / total < threshold and len(distinct) <= self.ladder[-1]:
+            self._next = len(self.ladder) - 1
+            return "dictionary_reset", distinct, n
+        self._next = None
+        return "dictionary_overflow", set(), 0
+
+    def index_type(self) -> pa.DataType | None:
+        return None if self.level is None else INDEX_TYPES[self.ladder[self.level]]
+
+
+@st.composite
+def drifting_sequences(draw: st.DrawFn, big: bool) -> list[tuple[frozenset[str], ColumnSpec, ColumnSpec | None, int]]:
+    optional = [f.name for f in LOGS_REF if f.nullable] + ["schema_url", "dropped_attributes_count", "name", "version", "str"]
+    sizes = [0, 1, 3, 100, 154, 155, 254, 255, 256, 300]
+    if big:
+        sizes += [65_279, 65_280, 65_535, 65_536, 70_000]
+    repeats = [0, 5, 500] + ([160_000, 250_000] if big else [])
+    batches = []
+    for _ in range(draw(st.integers(1, 4))):
+        on = frozenset(draw(st.sets(st.sampled_from(optional), max_size=8)))
+        key = ColumnSpec(draw(st.sampled_from(sizes)), draw(st.sampled_from(repeats)))
+        s = draw(st.one_of(st.none(), st.builds(ColumnSpec, st.sampled_from(sizes), st.sampled_from(repeats))))
+        batches.append((on, key, s, draw(st.integers(0, 2**16))))
+    return batches
+
+
+def _check_no_all_null(batch: pa.RecordBatch) -> None:
+    def walk(name: str, arr: pa.Array) -> None:
+        assert arr.null_count < len(arr), f"emitted column {name} is all null"
+        if isinstance(arr, pa.StructArray):
+            for f, child in zip(arr.type, arr.flatten()):
+                walk(f"{name}.{f.name}", child)
+
+    for f, col in zip(batch.schema, batch.columns):
+        walk(f.name, col)
+
+
+def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-untyped-def]
+    enc, dec = Encoder(Signal.LOGS, CONFIG), Decoder()
+    models = {name: ColumnModel(ladder) for name, ladder in LADDERS.items()}
+    str_present = False
+    logs_seen: set[str] = set()
+    next_ids = {"key": 0, "str": 0}
+    seen_ids: dict[str, list[int]] = {"key": [], "str": []}
+    prev_shape = None
+    for on, key_spec, str_spec, seed in batches:
+        rng = np.random.default_rng(seed)
+        n = max(1, key_spec.fresh + key_spec.repeat, (str_spec.fresh + str_spec.repeat) if str_spec else 0)
+        key_ids, next_ids["key"] = _values(key_spec, n, next_ids["key"], seen_ids["key"], rng)
+        str_ids, next_ids["str"] = _values(str_spec, n, next_ids["str"], seen_ids["str"], rng)
+        str_nulls = None
+        if str_ids is not None:
+            str_nulls = np.zeros(n, dtype=bool)
+            str_nulls[3::7] = True  # some nulls, never all
+        assert key_ids is not None
+        attrs = attrs_table(key_ids, str_ids, str_nulls)
+        logs = logs_table(on, seed)
+        bundle = OtapBundle(Signal.LOGS, {P.LOGS: logs, P.LOG_ATTRS: attrs})
+
+        # expected dictionary events and stream restarts
+        expected: list[tuple[str, str]] = []
+        if str_ids is not None and not str_present:
+            expected.append(("field_added", "str"))
+        str_now = str_present or str_ids is not None
+        str_valid = None if str_ids is None else str_ids[~str_nulls]
+        results = {"key": models["key"].feed(key_ids, n)}
+        if str_now:
+            results["str"] = models["str"].feed(str_valid, n)
+        for name, (event, _, _) in results.items():
+            if event:
+                expected.append((event, name))
+        for name, (_, seen, total) in results.items():
+            m = models[name]
+            m.level, m.seen, m.total = m._next, seen, total  # type: ignore[attr-defined]
+        shape = (str_now, models["key"].level, models["str"].level)
+        if shape != prev_shape:  # new IPC stream: dictionaries restart with this batch's values
+            for name, ids in (("key", key_ids), ("str", str_valid)):
+                m = models[name]
+                if m.level is not None and (name == "key" or str_now):
+                    m.seen = set() if ids is None else set(np.unique(ids).tolist())
+                    m.total = n
+        prev_shape = shape
+        str_present = str_now
+        for name, ids in (("key", key_ids), ("str", str_ids)):
+            if ids is not None:
+                seen_ids[name].extend(np.unique(ids)[-1000:].tolist())
+
+        bar = enc.encode(bundle)
+        got = sorted(
+            (e.kind.value, e.path)
+            for e in enc.last_events
+            if e.payload_type is P.LOG_ATTRS and (e.kind in DICT_KINDS or e.kind is EventKind.FIELD_ADDED)
+        )
+        assert got == sorted(expected)
+        schema = enc.schema_of(P.LOG_ATTRS)
+        assert schema is not None
+        for name, m in models.items():
+            if name == "str" and not str_present:
+                assert "str" not in schema.names
+                continue
+            t = schema.field(name).type
+            want = m.index_type()
+            assert (t.index_type if pa.types.is_dictionary(t) else None) == want, (name, t, want)
+
+        # LOGS: the schema only grows, by exactly the columns that carried a value
+        newly = {f.name for f, c in zip(LOGS_REF, logs.columns) if c.null_count < len(c)} - logs_seen
+        added = {e.path for e in enc.last_events if e.payload_type is P.LOGS and e.kind is EventKind.FIELD_ADDED and "." not in e.path}
+        assert added == newly
+        logs_seen |= newly
+        assert enc.schema_of(P.LOGS).names == [n_ for n_ in LOGS_REF.names if n_ in logs_seen]
+
+        decoded = Decoder().decode(bar.to_bytes()) if False else dec.decode(bar.to_bytes())
+        assert decoded == bundle
+        for pt in (P.LOGS, P.LOG_ATTRS):
+            assert decoded[pt].equals(bundle[pt])
+        if unary_check:
+            records = Encoder(Signal.LOGS, CONFIG).encode_records(bundle)
+            for batch in records.slots.values():
+                _check_no_all_null(batch)
+            assert Decoder().decode_records(records) == bundle
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(drifting_sequences(big=False))
+def test_small_cardinalities_follow_the_ladder_and_round_trip(batches) -> None:  # type: ignore[no-untyped-def]
+    run_sequence(batches, unary_check=True)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(drifting_sequences(big=True))
+def test_large_cardinalities_cross_u16_and_reset_threshold(batches) -> None:  # type: ignore[no-untyped-def]
+    run_sequence(batches, unary_check=False)
+
+
+@pytest.mark.parametrize(
+    ("specs", "events"),
+    [
+        # 255 distinct fit u8, the 256th upgrades (within one batch and across batches)
+        ([ColumnSpec(255, 0)], [[]]),
+        ([ColumnSpec(256, 0)], [[("dictionary_upgrade", "key")]]),
+        ([ColumnSpec(200, 0), ColumnSpec(55, 0), ColumnSpec(1, 0)], [[], [], [("dictionary_upgrade", "key")]]),
+        # 65,535 fit u16; the 65,536th overflows to plain when the values rarely repeat ...
+        ([ColumnSpec(65_535, 0)], [[("dictionary_upgrade", "key")]]),
+        ([ColumnSpec(65_536, 0)], [[("dictionary_overflow", "key")]]),
+        # ... and resets when they repeat (65,536 / 265,536 < 0.3); a ratio of 0.304 overflows
+        ([ColumnSpec(300, 0), ColumnSpec(65_236, 200_000)], [[("dictionary_upgrade", "key")], [("dictionary_reset", "key")]]),
+        ([ColumnSpec(300, 0), ColumnSpec(65_236, 150_000)], [[("dictionary_upgrade", "key")], [("dictionary_overflow", "key")]]),
+    ],
+)
+def test_ladder_boundaries(specs: list[ColumnSpec], events: list[list[tuple[str, str]]]) -> None:
+    enc, dec = Encoder(Signal.LOGS, CONFIG), Decoder()
+    logs = logs_table(frozenset(), 0)
+    next_id = 0
+    for spec, want in zip(specs, events):
+        n = spec.fresh + spec.repeat
+        ids = np.concatenate([np.arange(next_id, next_id + spec.fresh), np.full(spec.repeat, next_id)])
+        next_id += spec.fresh
+        bundle = OtapBundle(Signal.LOGS, {P.LOGS: logs, P.LOG_ATTRS: attrs_table(ids[:n], None, None)})
+        bar = enc.encode(bundle)
+        got = [(e.kind.value, e.path) for e in enc.last_events if e.kind in DICT_KINDS]
+        assert got == want
+        assert dec.decode(bar) == bundle
