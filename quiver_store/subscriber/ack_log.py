@@ -1,0 +1,611 @@
+"""The shared acknowledgement log (`ack.log`): framed records, group commit, rotation, checkpoints.
+
+One append-only log per core holds every subscriber's outcomes, so progress survives crashes
+without per-subscriber files. Records are CRC32C framed; ``commit`` makes them durable with one
+fdatasync shared by every caller waiting at that moment (group commit). A checkpoint
+(``ack.checkpoint``) snapshots all subscriber state; the log is rotated at each checkpoint and the
+files the checkpoint covers are deleted, so replay reads at most one checkpoint interval of
+records whatever the history. Byte layouts: docs/formats.md, "Ack log".
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import crc32c
+
+from ..errors import CorruptionError, QuiverError, StoreClosedError
+from ..fs import DEFAULT_FS, FileSystem
+from .state import SegmentCatalog, SubscriberState
+
+LOG_NAME = "ack.log"
+CHECKPOINT_NAME = "ack.checkpoint"
+LOG_MAGIC = b"QUIVACK\0"
+CHECKPOINT_MAGIC = b"QUIVACKC"
+VERSION = 1
+
+_HEADER = struct.Struct("<8sHHQ")  # magic, version, reserved, generation; then u32 crc32c
+HEADER_SIZE = _HEADER.size + 4  # 24
+_FRAME_HEAD = struct.Struct("<IB")  # length of type+body, type
+MAX_BODY = 1024
+
+# record types
+SEGMENT = 1  # u64 seq | u32 bundle_count
+SUBSCRIBE = 2  # u32 sub_id | i64 mark | i64 ts_ns | u8 name_len | name
+UNSUBSCRIBE = 3  # u32 sub_id | i64 ts_ns
+OUTCOME = 4  # u32 sub_id | u64 seq | u32 bundle_index | u8 outcome | i64 ts_ns
+ORPHANED = 5  # u32 sub_id | i64 ts_ns
+
+_SEGMENT = struct.Struct("<QI")
+_SUBSCRIBE = struct.Struct("<IqqB")
+_UNSUBSCRIBE = struct.Struct("<Iq")
+_OUTCOME = struct.Struct("<IQIBq")
+_ORPHANED = struct.Struct("<Iq")
+
+Record = tuple  # (type, *fields) as decoded below
+
+
+def encode_segment(seq: int, bundle_count: int) -> bytes:
+    return _frame(SEGMENT, _SEGMENT.pack(seq, bundle_count))
+
+
+def encode_subscribe(sub_id: int, mark: int, ts_ns: int, name: str) -> bytes:
+    raw = name.encode()
+    return _frame(SUBSCRIBE, _SUBSCRIBE.pack(sub_id, mark, ts_ns, len(raw)) + raw)
+
+
+def encode_unsubscribe(sub_id: int, ts_ns: int) -> bytes:
+    return _frame(UNSUBSCRIBE, _UNSUBSCRIBE.pack(sub_id, ts_ns))
+
+
+def encode_outcome(sub_id: int, seq: int, index: int, outcome: int, ts_ns: int) -> bytes:
+    return _frame(OUTCOME, _OUTCOME.pack(sub_id, seq, index, outcome, ts_ns))
+
+
+def encode_orphaned(sub_id: int, ts_ns: int) -> bytes:
+    return _frame(ORPHANED, _ORPHANED.pack(sub_id, ts_ns))
+
+
+def _frame(rtype: int, body: bytes) -> bytes:
+    head = _FRAME_HEAD.pack(len(body) + 1, rtype)
+    return head + body + crc32c.crc32c(head + body).to_bytes(4, "little")
+
+
+def decode_body(rtype: int, body: bytes) -> Record | None:
+    """Decode one record body; None for a type this version does not know (skipped by length)."""
+    if rtype == OUTCOME:
+        return (OUTCOME, *_OUTCOME.unpack(body))
+    if rtype == SEGMENT:
+        return (SEGMENT, *_SEGMENT.unpack(body))
+    if rtype == SUBSCRIBE:
+        sub_id, mark, ts, n = _SUBSCRIBE.unpack_from(body)
+        name = body[_SUBSCRIBE.size : _SUBSCRIBE.size + n]
+        if len(name) != n or _SUBSCRIBE.size + n != len(body):
+            raise ValueError("subscriber name length does not match the record length")
+        return (SUBSCRIBE, sub_id, mark, ts, name.decode())
+    if rtype == UNSUBSCRIBE:
+        return (UNSUBSCRIBE, *_UNSUBSCRIBE.unpack(body))
+    if rtype == ORPHANED:
+        return (ORPHANED, *_ORPHANED.unpack(body))
+    return None
+
+
+def encode_header(generation: int) -> bytes:
+    head = _HEADER.pack(LOG_MAGIC, VERSION, 0, generation)
+    return head + crc32c.crc32c(head).to_bytes(4, "little")
+
+
+@dataclass
+class ReplayResult:
+    """What `AckLog.open` found: the checkpoint payload (or None) and the records after it."""
+
+    checkpoint: bytes | None
+    records: list[Record] = field(default_factory=list)
+    corruption: list[CorruptionError] = field(default_factory=list)  # tolerated (point_in_time/skip_corrupt)
+    torn_bytes: int = 0  # bytes of a torn tail cut from the active log
+
+
+@dataclass
+class _Scan:
+    records: list[Record]
+    end: int  # offset after the last good frame
+    error: CorruptionError | None  # mid-log corruption (a valid frame follows the damage)
+    torn: bool
+
+
+def _valid_frame_at(data: bytes, pos: int) -> int | None:
+    """Length of a CRC-valid frame starting at pos, or None."""
+    if pos + _FRAME_HEAD.size > len(data):
+        return None
+    length, _ = _FRAME_HEAD.unpack_from(data, pos)
+    end = pos + 4 + length + 4
+    if length < 1 or length > MAX_BODY + 1 or end > len(data):
+        return None
+    crc = int.from_bytes(data[end - 4 : end], "little")
+    return end - pos if crc32c.crc32c(data[pos : end - 4]) == crc else None
+
+
+def _scan(data: bytes, start: int, path: str, *, resync: bool) -> _Scan:
+    """Decode frames from `start`; classify the first damage as torn tail or mid-log corruption."""
+    records: list[Record] = []
+    pos = start
+    n = len(data)
+    unpack_head = _FRAME_HEAD.unpack_from
+    while pos < n:
+        size = _valid_frame_at(data, pos)
+        if size is None:
+            # damage: a torn tail unless a valid frame follows somewhere later
+            nxt = next((p for p in range(pos + 1, n - 8) if _valid_frame_at(data, p)), None)
+            if nxt is None:
+                return _Scan(records, pos, None, True)
+            length = unpack_head(data, pos)[0] if pos + 5 <= n else -1
+            err = CorruptionError(
+                f"ack log record failed its CRC32C/length check (frame length field {length}); "
+                f"the next valid record starts at offset {nxt}",
+                path=path,
+                offset=pos,
+            )
+            if not resync:
+                return _Scan(records, pos, err, False)
+            records.append(("corrupt", err))
+            pos = nxt
+            continue
+        length, rtype = unpack_head(data, pos)
+        body = data[pos + 5 : pos + 4 + length]
+        try:
+            rec = decode_body(rtype, body)
+        except (struct.error, ValueError, UnicodeDecodeError) as exc:
+            err = CorruptionError(
+                f"ack log record of type {rtype} has a malformed body: {exc}", path=path, offset=pos
+            )
+            if not resync:
+                return _Scan(records, pos, err, False)
+            records.append(("corrupt", err))
+            rec = None
+        if rec is not None:
+            records.append(rec)
+        pos += size
+    return _Scan(records, pos, None, False)
+
+
+class AckLog:
+    """Append-only, CRC-framed, group-committed outcome log with rotation and checkpoints."""
+
+    def __init__(
+        self, directory: str, fs: FileSystem, fd: int, generation: int, size: int, sync: bool
+    ) -> None:
+        self.directory = directory
+        self.fs = fs
+        self._fd = fd
+        self.generation = generation
+        self._size = size  # bytes in the active file (written + buffered)
+        self._sync = sync
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._buf = bytearray()
+        self._appended = 0  # global LSN: bytes appended since open, across rotations
+        self._durable = 0
+        self._flushing = False
+        self._failed: BaseException | None = None
+        self._closed = False
+        self.commits = 0  # fdatasync calls (group commits)
+
+    # -- open / replay ----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        *,
+        fs: FileSystem = DEFAULT_FS,
+        recovery: str = "point_in_time",
+        sync: bool = True,
+    ) -> tuple[AckLog, ReplayResult]:
+        """Open (creating) the log in `directory` and read back the checkpoint and every later record.
+
+        A torn tail of the active file is cut. Mid-log damage raises CorruptionError under
+        recovery="strict"; "point_in_time" stops there and moves the damaged bytes and every later
+        file aside (``*.corrupt``), which only causes redelivery; "skip_corrupt" resynchronises on
+        the next valid record.
+        """
+        fs.makedirs(directory)
+        cp_path = os.path.join(directory, CHECKPOINT_NAME)
+        checkpoint: bytes | None = None
+        cp_gen, cp_off = 0, HEADER_SIZE
+        if fs.exists(cp_path):
+            checkpoint = fs.read_file(cp_path)
+            cp_gen, cp_off = checkpoint_position(checkpoint, cp_path)
+        files = _log_files(directory, fs)  # [(generation, path)] ascending, active last
+        result = ReplayResult(checkpoint)
+        active_path = os.path.join(directory, LOG_NAME)
+        stop = False
+        kept: list[tuple[int, str, int]] = []
+        for i, (gen, path) in enumerate(files):
+            if gen < cp_gen:
+                fs.unlink(path)  # fully covered by the checkpoint; its deletion was interrupted
+                continue
+            data = fs.read_file(path)
+            if stop:
+                _move_aside(fs, path, 0)
+                continue
+            start = cp_off if gen == cp_gen else HEADER_SIZE
+            is_last = i == len(files) - 1
+            scan = _scan(data, min(start, len(data)), path, resync=recovery == "skip_corrupt")
+            for rec in scan.records:
+                if rec[0] == "corrupt":
+                    result.corruption.append(rec[1])
+                else:
+                    result.records.append(rec)
+            if scan.error is not None or (scan.torn and not is_last):
+                err = scan.error or CorruptionError(
+                    "rotated ack log ends in a partial record (it was fsynced before rotation)",
+                    path=path,
+                    offset=scan.end,
+                )
+                if recovery == "strict":
+                    raise err
+                result.corruption.append(err)
+                _move_aside(fs, path, scan.end, keep_prefix=True)
+                stop = True
+                kept.append((gen, path, scan.end))
+                continue
+            if scan.torn:
+                result.torn_bytes = len(data) - scan.end
+            kept.append((gen, path, scan.end))
+        if kept and kept[-1][1] == active_path:
+            gen, _, end = kept[-1]
+            fd = fs.open(active_path, os.O_RDWR)
+            if fs.size(fd) != end:
+                fs.truncate(fd, end)
+                fs.fsync(fd)
+            fs.seek(fd, end)
+            return cls(directory, fs, fd, gen, end, sync), result
+        generation = max([g for g, _ in files] + [cp_gen - 1, 0]) + 1
+        fd = _create(fs, directory, generation)
+        return cls(directory, fs, fd, generation, HEADER_SIZE, sync), result
+
+    # -- appending --------------------------------------------------------------------------
+    def append(self, data: bytes) -> int:
+        """Buffer framed records; returns the LSN to pass to `commit` to make them durable."""
+        with self._lock:
+            self._check()
+            self._buf += data
+            self._appended += len(data)
+            self._size += len(data)
+            return self._appended
+
+    def commit(self, lsn: int | None = None) -> None:
+        """Return once everything up to `lsn` (default: all appended) is written and fdatasync'ed.
+
+        Concurrent callers share one write + fdatasync: the first becomes the leader, the others
+        wait for its result (or lead the next round if their bytes arrived after it started).
+        """
+        with self._lock:
+            target = self._appended if lsn is None else lsn
+            while True:
+                self._check()
+                if self._durable >= target:
+                    return
+                if not self._flushing:
+                    break
+                self._cond.wait()
+            self._flushing = True
+            data = bytes(self._buf)
+            self._buf.clear()
+            upto = self._appended
+        try:
+            self._write(data)
+        except OSError as exc:
+            with self._lock:
+                # Never retry a failed fdatasync (the page cache state is unknown): poison the log.
+                self._failed = exc
+                self._flushing = False
+                self._cond.notify_all()
+            raise QuiverError(
+                f"ack log {self.path}: write/fdatasync failed ({exc}); acknowledgements are not durable"
+            ) from exc
+        with self._lock:
+            self._durable = upto
+            self._flushing = False
+            self._cond.notify_all()
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            self.fs.write(self._fd, data)
+        if self._sync and data:
+            self.fs.fdatasync(self._fd)
+            self.commits += 1
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise QuiverError(f"ack log {self.path} failed earlier ({self._failed}); reopen the store")
+        if self._closed:
+            raise StoreClosedError(f"ack log {self.path} is closed")
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.directory, LOG_NAME)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    # -- rotation + checkpoint --------------------------------------------------------------
+    def checkpoint(self, encode_state: Callable[[int, int], bytes]) -> None:
+        """Rotate the log and write a checkpoint covering everything before the new file.
+
+        `encode_state(generation, offset)` returns the checkpoint bytes for the state as of now;
+        the caller guarantees no record is appended meanwhile (it holds its own state lock).
+        Steps, each crash-safe: flush + fdatasync the active file; rename it to ack.log.<gen>;
+        create a fresh ack.log (gen + 1) and fsync the directory; write the checkpoint through a
+        temp file, fsync, rename, directory fsync; then delete the covered files.
+        """
+        with self._lock:
+            while self._flushing:
+                self._cond.wait()
+            self._check()
+            self._flushing = True
+            data = bytes(self._buf)
+            self._buf.clear()
+            upto = self._appended
+        try:
+            self._write(data)
+            if not self._sync:
+                self.fs.fdatasync(self._fd)
+            old_gen = self.generation
+            rotated = os.path.join(self.directory, f"{LOG_NAME}.{old_gen}")
+            self.fs.close(self._fd)
+            self.fs.rename(self.path, rotated)
+            self._fd = _create(self.fs, self.directory, old_gen + 1)
+            self.generation = old_gen + 1
+            self._size = HEADER_SIZE
+            payload = encode_state(self.generation, HEADER_SIZE)
+            write_atomically(self.fs, self.directory, CHECKPOINT_NAME, payload)
+            for gen, path in _log_files(self.directory, self.fs):
+                if gen <= old_gen:
+                    self.fs.unlink(path)
+            self.fs.fsync_dir(self.directory)
+        except OSError as exc:
+            with self._lock:
+                self._failed = exc
+                self._flushing = False
+                self._cond.notify_all()
+            raise QuiverError(f"ack log {self.path}: checkpoint/rotation failed ({exc})") from exc
+        with self._lock:
+            self._durable = upto
+            self._flushing = False
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Flush and fdatasync every buffered record (acks are never lost on a clean close)."""
+        if self._closed:
+            return
+        if self._failed is None:
+            self.commit()
+            if not self._sync:
+                self.fs.fdatasync(self._fd)
+        with self._lock:
+            self._closed = True
+        self.fs.close(self._fd)
+
+
+def checkpoint_position(payload: bytes, path: str) -> tuple[int, int]:
+    """Verify a checkpoint's frame and return (generation, offset) where replay starts."""
+    if len(payload) < 36 or payload[:8] != CHECKPOINT_MAGIC:
+        raise CorruptionError(
+            "not an ack checkpoint (bad magic or shorter than 36 bytes)", path=path, offset=0
+        )
+    crc = int.from_bytes(payload[-4:], "little")
+    if crc32c.crc32c(payload[:-4]) != crc:
+        raise CorruptionError(
+            "ack checkpoint failed its CRC32C check; subscriber state cannot be rebuilt — restore it or "
+            "delete ack.checkpoint and ack.log* to restart every subscriber from the oldest segment",
+            path=path,
+            offset=len(payload) - 4,
+        )
+    version = int.from_bytes(payload[8:10], "little")
+    if version != VERSION:
+        raise CorruptionError(
+            f"unsupported ack checkpoint version {version} (this build reads {VERSION})", path=path, offset=8
+        )
+    gen, off = struct.unpack_from("<QQ", payload, 12)
+    return gen, off
+
+
+def write_atomically(fs: FileSystem, directory: str, name: str, payload: bytes) -> None:
+    """tmp file + fsync + rename + directory fsync: readers see the old or the new bytes."""
+    tmp = os.path.join(directory, name + ".tmp")
+    fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        fs.write(fd, payload)
+        fs.fsync(fd)
+    finally:
+        fs.close(fd)
+    fs.rename(tmp, os.path.join(directory, name))
+    fs.fsync_dir(directory)
+
+
+def _create(fs: FileSystem, directory: str, generation: int) -> int:
+    path = os.path.join(directory, LOG_NAME)
+    fd = fs.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    fs.write(fd, encode_header(generation))
+    fs.fsync(fd)
+    fs.fsync_dir(directory)
+    return fd
+
+
+def _read_generation(fs: FileSystem, path: str) -> int | None:
+    data = fs.read_file(path)[:HEADER_SIZE]
+    if len(data) < HEADER_SIZE:
+        return None
+    magic, version, _, gen = _HEADER.unpack_from(data)
+    if magic != LOG_MAGIC or crc32c.crc32c(data[:20]) != int.from_bytes(data[20:24], "little"):
+        raise CorruptionError("ack log header is damaged (bad magic or CRC32C)", path=path, offset=0)
+    if version != VERSION:
+        raise CorruptionError(
+            f"unsupported ack log version {version} (this build reads {VERSION})", path=path, offset=8
+        )
+    return gen
+
+
+def _log_files(directory: str, fs: FileSystem, *, repair: bool = True) -> list[tuple[int, str]]:
+    """Every ack log file with its generation, oldest first; the active file is the newest."""
+    found: list[tuple[int, str]] = []
+    for name in fs.listdir(directory):
+        if name == LOG_NAME or (name.startswith(LOG_NAME + ".") and name[len(LOG_NAME) + 1 :].isdigit()):
+            path = os.path.join(directory, name)
+            gen = _read_generation(fs, path)
+            if gen is None:
+                if name == LOG_NAME:  # created but its header never reached the disk: empty
+                    if repair:
+                        fs.unlink(path)
+                    continue
+                raise CorruptionError("rotated ack log is shorter than its header", path=path, offset=0)
+            found.append((gen, path))
+    found.sort()
+    return found
+
+
+def log_files(directory: str, fs: FileSystem = DEFAULT_FS) -> list[tuple[int, str]]:
+    """Ack log files (generation, path), oldest first, without repairing anything."""
+    return _log_files(directory, fs, repair=False)
+
+
+def _move_aside(fs: FileSystem, path: str, offset: int, *, keep_prefix: bool = False) -> None:
+    """Preserve damaged bytes in `<path>.corrupt` instead of destroying them."""
+    data = fs.read_file(path)
+    aside = f"{path}.{offset}.corrupt"
+    fd = fs.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        fs.write(fd, data[offset:] if keep_prefix else data)
+        fs.fsync(fd)
+    finally:
+        fs.close(fd)
+    if keep_prefix:
+        fd = fs.open(path, os.O_RDWR)
+        try:
+            fs.truncate(fd, offset)
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+    else:
+        fs.unlink(path)
+    fs.fsync_dir(os.path.dirname(path))
+
+
+def iter_records(data: bytes, start: int = HEADER_SIZE) -> Iterator[Record]:
+    """Records of one log file's bytes (for tools); stops at the first damage."""
+    yield from _scan(data, start, "<memory>", resync=False).records
+
+
+# -- checkpoint payload ------------------------------------------------------------------------
+_CP_HEAD = struct.Struct(
+    "<8sHHQQqqI"
+)  # magic, version, reserved, generation, offset, created, max_seen, next_id
+_CP_SUB = struct.Struct("<IBqqQB")  # sub_id, flags, mark, last_seen_ns, dropped_total, name_len
+
+
+@dataclass
+class CheckpointState:
+    """Decoded checkpoint: the catalog, every subscriber and the id allocator."""
+
+    generation: int
+    offset: int
+    created_ns: int
+    catalog: SegmentCatalog
+    subscribers: list[SubscriberState]
+    next_sub_id: int
+
+
+def encode_checkpoint(
+    generation: int,
+    offset: int,
+    created_ns: int,
+    catalog: SegmentCatalog,
+    subscribers: Iterable[SubscriberState],
+    next_sub_id: int,
+) -> bytes:
+    """Serialize every subscriber's mark, gap set and the known segment bundle counts."""
+    items = catalog.items()
+    out = [
+        _CP_HEAD.pack(
+            CHECKPOINT_MAGIC, VERSION, 0, generation, offset, created_ns, catalog.max_seen, next_sub_id
+        ),
+        struct.pack("<I", len(items)),
+    ]
+    for seq, count in items:
+        out.append(struct.pack("<QI", seq, count))
+    subs = list(subscribers)
+    out.append(struct.pack("<I", len(subs)))
+    for sub in subs:
+        name = sub.name.encode()
+        out.append(
+            _CP_SUB.pack(
+                sub.sub_id, int(sub.orphaned), sub.mark, sub.last_seen_ns, sub.dropped_total, len(name)
+            )
+        )
+        out.append(name)
+        done = sorted(sub.done)
+        out.append(struct.pack(f"<I{len(done)}Q", len(done), *done))
+        out.append(struct.pack("<I", len(sub.partial)))
+        for seq in sorted(sub.partial):
+            idx = sorted(sub.partial[seq])
+            out.append(struct.pack(f"<QI{len(idx)}I", seq, len(idx), *idx))
+    body = b"".join(out)
+    return body + crc32c.crc32c(body).to_bytes(4, "little")
+
+
+def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
+    """Inverse of `encode_checkpoint`; the frame was verified by `checkpoint_position`."""
+    checkpoint_position(payload, path)
+    try:
+        _, _, _, gen, off, created, max_seen, next_id = _CP_HEAD.unpack_from(payload, 0)
+        pos = _CP_HEAD.size
+        catalog = SegmentCatalog()
+        (n,) = struct.unpack_from("<I", payload, pos)
+        pos += 4
+        for _ in range(n):
+            seq, count = struct.unpack_from("<QI", payload, pos)
+            pos += 12
+            catalog.add(seq, count)
+        catalog.max_seen = max(catalog.max_seen, max_seen)
+        (n,) = struct.unpack_from("<I", payload, pos)
+        pos += 4
+        subs: list[SubscriberState] = []
+        for _ in range(n):
+            sub_id, flags, mark, seen, dropped, name_len = _CP_SUB.unpack_from(payload, pos)
+            pos += _CP_SUB.size
+            name = payload[pos : pos + name_len].decode()
+            pos += name_len
+            (nd,) = struct.unpack_from("<I", payload, pos)
+            done = set(struct.unpack_from(f"<{nd}Q", payload, pos + 4))
+            pos += 4 + 8 * nd
+            (np_,) = struct.unpack_from("<I", payload, pos)
+            pos += 4
+            partial: dict[int, set[int]] = {}
+            for _ in range(np_):
+                seq, k = struct.unpack_from("<QI", payload, pos)
+                partial[seq] = set(struct.unpack_from(f"<{k}I", payload, pos + 12))
+                pos += 12 + 4 * k
+            subs.append(
+                SubscriberState(
+                    name,
+                    sub_id,
+                    mark,
+                    last_seen_ns=seen,
+                    orphaned=bool(flags & 1),
+                    dropped_total=dropped,
+                    done=done,
+                    partial=partial,
+                )
+            )
+    except (struct.error, UnicodeDecodeError, QuiverError) as exc:
+        raise CorruptionError(f"ack checkpoint body is malformed: {exc}", path=path) from exc
+    if pos != len(payload) - 4:
+        raise CorruptionError(
+            f"ack checkpoint has {len(payload) - 4 - pos} unexpected trailing bytes", path=path, offset=pos
+        )
+    return CheckpointState(gen, off, created, catalog, subs, next_id)

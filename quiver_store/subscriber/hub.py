@@ -1,0 +1,123 @@
+"""The one object the engine holds for subscribers, the ack log and retention.
+
+The engine calls it at open, before each ingest, on its timer and at close; everything else
+(ordering, durability of outcomes, deletion protocol) lives in the registry and retention.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..config import StoreConfig
+from ..fs import DEFAULT_FS, FileSystem
+from ..retention import Retention, StoreHooks, core_label
+from .registry import BundleReader, SegmentRef, Start, SubscriberRegistry
+from .subscription import Subscription
+
+
+class _EngineHooks(StoreHooks):
+    """Only the hook methods; documents what the hub needs from QuiverStore."""
+
+    def add_finalize_listener(self, fn: Any) -> None: ...
+
+
+def _open_reader(fs: FileSystem):  # type: ignore[no-untyped-def]
+    def open_reader(path: str) -> BundleReader:
+        from ..segment.reader import SegmentReader
+
+        return SegmentReader.open(path, fs=fs)
+
+    return open_reader
+
+
+class SubscriberHub:
+    """Subscribers + retention of one core's store."""
+
+    def __init__(self, registry: SubscriberRegistry, retention: Retention) -> None:
+        self.registry = registry
+        self.retention = retention
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        store: Any,
+        directory: str,
+        config: StoreConfig,
+        *,
+        fs: FileSystem = DEFAULT_FS,
+        reader_factory: Any = None,
+    ) -> SubscriberHub:
+        """Replay the ack log in `directory`, reconcile with `store.segments()`, wire the listener.
+
+        The finalize listener is registered before the segment list is read, and its calls are
+        held until the registry exists, so no segment finalized meanwhile is missed.
+        """
+        pending: list[Any] = []
+        target: list[SubscriberRegistry] = []
+        gate = threading.Lock()
+
+        def listener(info: Any) -> None:
+            with gate:
+                if not target:
+                    pending.append(info)
+                    return
+            target[0].on_segment_finalized(info)
+
+        store.add_finalize_listener(listener)
+        refs = [SegmentRef(s.seq, s.bundle_count, s.path) for s in store.segments()]
+        registry, stale = SubscriberRegistry.open(
+            directory,
+            refs,
+            fs=fs,
+            config=config.subscribers,
+            reader_factory=reader_factory or _open_reader(fs),
+            sync=config.wal.durability == "fsync",
+            recovery=config.wal.recovery,
+        )
+        with gate:
+            target.append(registry)
+            for info in pending:
+                registry.on_segment_finalized(info)
+        retention = Retention(config, store, registry, core_id=core_label(directory))
+        registry.on_processed = retention.on_processed
+        retention.delete_stale(stale)
+        hub = cls(registry, retention)
+        retention.sweep()
+        return hub
+
+    def subscribe(self, name: str, start: Start = "earliest") -> Subscription:
+        return self.registry.subscribe(name, start)
+
+    def unsubscribe(self, name: str) -> None:
+        self.registry.unsubscribe(name)
+
+    def before_ingest(self, incoming_bytes: int) -> None:
+        """Size-cap enforcement; call before the WAL append, holding no engine lock."""
+        self.retention.make_room(incoming_bytes)
+
+    def tick(self) -> None:
+        """Maintenance (engine timer): orphans, time retention, steady-state cleanup, checkpoint."""
+        if self._closed:
+            return
+        self.retention.sweep()
+        self.registry.maybe_checkpoint()
+
+    def metrics(self) -> dict[str, Any]:
+        out = self.registry.metrics()
+        out.update(self.retention.metrics())
+        return out
+
+    def describe(self) -> list[dict[str, Any]]:
+        return self.registry.describe()
+
+    def close(self) -> None:
+        """Stop retention, flush + checkpoint the ack log (acks are never lost on a clean close)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.retention.closed = True
+        self.registry.close()

@@ -1,0 +1,104 @@
+"""The consumer-facing handles: a Subscription yields Deliveries, each settled exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..bundle import RecordBundle
+from ..errors import QuiverError, StoreClosedError
+from .state import Outcome
+
+if TYPE_CHECKING:
+    from .registry import SubscriberRegistry
+
+
+class Delivery:
+    """One bundle handed to one subscriber; settle it with ack(), nack() or defer().
+
+    The bundle is read lazily from the segment file (memory-mapped) on first access.
+    """
+
+    __slots__ = ("_bundle", "_registry", "_settled", "bundle_index", "segment_seq", "sub_id", "subscriber")
+
+    def __init__(
+        self, registry: SubscriberRegistry, subscriber: str, sub_id: int, segment_seq: int, bundle_index: int
+    ) -> None:
+        self._registry = registry
+        self.subscriber = subscriber
+        self.sub_id = sub_id
+        self.segment_seq = segment_seq
+        self.bundle_index = bundle_index
+        self._bundle: RecordBundle | None = None
+        self._settled: str | None = None
+
+    @property
+    def bundle(self) -> RecordBundle:
+        if self._bundle is None:
+            self._bundle = self._registry.read_bundle(self.segment_seq, self.bundle_index)
+        return self._bundle
+
+    def ack(self) -> bool:
+        """Resolve the bundle for this subscriber; durable in the ack log when this returns.
+
+        Returns False when retention had already dropped the bundle (nothing to record).
+        """
+        return self._settle("ack", Outcome.ACK)
+
+    def nack(self) -> bool:
+        """Record a failed attempt; the bundle is redelivered after the exponential backoff."""
+        return self._settle("nack", Outcome.NACK)
+
+    def defer(self) -> bool:
+        """Give the bundle back unprocessed; it is eligible for delivery again at once (not logged)."""
+        return self._settle("defer", "defer")
+
+    def _settle(self, what: str, outcome: Outcome | str) -> bool:
+        if self._settled is not None:
+            raise QuiverError(
+                f"delivery of segment {self.segment_seq} bundle {self.bundle_index} to {self.subscriber!r} "
+                f"was already settled with {self._settled}(); cannot {what}() it again"
+            )
+        result = self._registry.settle(self, outcome)  # type: ignore[arg-type]
+        self._settled = what
+        return result
+
+    @property
+    def settled(self) -> str | None:
+        return self._settled
+
+    def __repr__(self) -> str:
+        return (
+            f"Delivery({self.subscriber!r}, segment_seq={self.segment_seq}, bundle_index={self.bundle_index})"
+        )
+
+
+class Subscription:
+    """A named cursor over finalized bundles, delivered in (segment_seq, bundle_index) order."""
+
+    def __init__(self, registry: SubscriberRegistry, name: str) -> None:
+        self._registry = registry
+        self.name = name
+
+    def next(self, timeout: float | None = None) -> Delivery | None:
+        """The next eligible bundle; blocks up to `timeout` seconds (None: until one arrives).
+
+        Returns None on timeout; raises StoreClosedError once the store is closed.
+        """
+        return self._registry.next_delivery(self.name, timeout)
+
+    def __iter__(self) -> Iterator[Delivery]:
+        """Yield deliveries until the store closes."""
+        while True:
+            try:
+                delivery = self._registry.next_delivery(self.name, None)
+            except StoreClosedError:
+                return
+            if delivery is not None:
+                yield delivery
+
+    def stats(self) -> dict[str, object]:
+        return next((s for s in self._registry.describe() if s["name"] == self.name), {})
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.name!r})"
