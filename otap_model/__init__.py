@@ -3,6 +3,7 @@ OTLP/JSON and Zipkin, and a generator of realistic telemetry."""
 
 from .bundle import OtapBundle
 from .errors import ConversionError, OtapModelError, SchemaError
+from .generator import generate, generate_otlp
 from .otlp import from_otlp, from_otlp_json, normalize_otlp, to_otlp, to_otlp_json
 from .payload import (
     DATA_POINT_FAMILIES,
@@ -32,6 +33,8 @@ __all__ = [
     "conforms",
     "from_otlp",
     "from_otlp_json",
+    "generate",
+    "generate_otlp",
     "normalize_otlp",
     "reference_schema",
     "relations",
