@@ -1,1 +1,43 @@
-"""Quiver: an embeddable, durable Arrow segment store (work in progress)."""
+"""Quiver: an embeddable, durable Arrow segment store (WAL + immutable multi-stream segments)."""
+
+from .bundle import RecordBundle, default_fingerprint
+from .config import (
+    RetentionConfig,
+    SegmentConfig,
+    StoreConfig,
+    SubscriberConfig,
+    WalConfig,
+)
+from .engine import BundleReceipt, QuiverStore, core_path, open_cores
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    QuiverError,
+    StoreClosedError,
+    StoreFullError,
+)
+from .layout import DEFAULT_LAYOUT, Layout
+from .segment.info import SegmentInfo, StreamInfo
+
+__all__ = [
+    "DEFAULT_LAYOUT",
+    "BundleReceipt",
+    "ConfigError",
+    "CorruptionError",
+    "Layout",
+    "QuiverError",
+    "QuiverStore",
+    "RecordBundle",
+    "RetentionConfig",
+    "SegmentConfig",
+    "SegmentInfo",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreFullError",
+    "StreamInfo",
+    "SubscriberConfig",
+    "WalConfig",
+    "core_path",
+    "default_fingerprint",
+    "open_cores",
+]

@@ -8,6 +8,7 @@ directly.
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
 
@@ -87,6 +88,13 @@ class FileSystem:
             return self.pread(fd, self.size(fd), 0)
         finally:
             self.close(fd)
+
+    def lock_exclusive(self, fd: int) -> None:
+        """Non-blocking exclusive flock; BlockingIOError when another process holds it."""
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def unlock(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
     # -- directories -------------------------------------------------------------------------
     def fsync_dir(self, path: str) -> None:

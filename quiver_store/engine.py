@@ -1,0 +1,655 @@
+"""QuiverStore: one store directory, one writer. WAL first, then open segment, then segment files.
+
+Threads: the caller's `ingest` serializes its bundle and group-commits it to the WAL (the caller
+that finds no commit in progress leads the write + fdatasync); committed entries go, in log order,
+to the *applier* thread, which appends them to the open segment and seals it on size, stream count
+or the `max_open_duration` timer; sealed segments go to the *finalizer* thread, which writes the
+segment file, then advances the WAL truncation point past it and tells listeners. A failed
+finalize keeps the sealed segment (and its WAL range) and retries with backoff.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from . import seq_floor
+from .bundle import RecordBundle
+from .config import StoreConfig
+from .errors import QuiverError, StoreClosedError, StoreFullError
+from .fs import DEFAULT_FS, FileSystem
+from .layout import DEFAULT_LAYOUT, Layout
+from .segment.accumulator import OpenSegment
+from .segment.info import SegmentInfo
+from .segment.writer import write_segment
+from .wal import replay
+from .wal.bundle_codec import BundleEncoder, decode_bundle
+from .wal.format import HEADER_LEN
+from .wal.group_commit import GroupCommitter, Pending
+from .wal.rotation import ACTIVE, chunk_name, list_chunks
+from .wal.writer import Position, WalWriter, probe_punch_hole
+
+log = logging.getLogger("quiver_store")
+
+LOCK_NAME = "LOCK"
+SEGMENT_SUFFIX = ".qseg"
+META_WAL_FIRST = "quiver.wal.first_sequence"
+META_WAL_LAST = "quiver.wal.last_sequence"
+META_LAYOUT = "quiver.layout"
+META_REASON = "quiver.finalize_reason"
+RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts, seconds
+_SCHEMA_CHECK_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class BundleReceipt:
+    """What `ingest` promises: the WAL sequence and position of the bundle's entry.
+
+    `wal_generation`/`wal_offset` are None under durability "none" (the entry is still buffered).
+    """
+
+    sequence: int
+    wal_generation: int | None
+    wal_offset: int | None
+    ingestion_time_ns: int
+
+
+@dataclass
+class _Sealed:
+    """A segment handed to the finalizer (segment None: a barrier that only resolves waiters)."""
+
+    segment: OpenSegment | None
+    first_sequence: int = -1
+    last_sequence: int = -1
+    end: Position | None = None  # WAL position just after its last entry
+    reason: str = ""
+    waiters: list[Future] = field(default_factory=list)
+
+
+def segment_path(segments_dir: str, seq: int) -> str:
+    return os.path.join(segments_dir, f"{seq:016d}{SEGMENT_SUFFIX}")
+
+
+def list_segment_seqs(fs: FileSystem, segments_dir: str) -> list[int]:
+    out = []
+    for name in fs.listdir(segments_dir):
+        stem = name[: -len(SEGMENT_SUFFIX)]
+        if name.endswith(SEGMENT_SUFFIX) and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def core_path(root: str, core: int) -> str:
+    """Directory of core `core`'s store under a shared root."""
+    return os.path.join(root, f"core_{core}")
+
+
+def open_cores(
+    root: str, cores: int | None = None, config: StoreConfig | None = None, *, layout: Layout | None = None, fs: FileSystem | None = None
+) -> list[QuiverStore]:
+    """One independent store per core under `root` (`core_0/`, `core_1/`, ...).
+
+    Each store has its own WAL, segments and lock; `config.cores` (or `cores`) divides the
+    retention size cap evenly between them (seed: Phase 1 per-core static cap).
+    """
+    config = config or StoreConfig()
+    n = cores if cores is not None else config.cores
+    if n != config.cores:
+        config = StoreConfig(config.segment, config.wal, config.retention, config.subscribers, cores=n)
+    stores: list[QuiverStore] = []
+    try:
+        for core in range(n):
+            stores.append(QuiverStore.open(core_path(root, core), config, layout=layout, fs=fs))
+    except BaseException:
+        for s in stores:
+            s.close()
+        raise
+    return stores
+
+
+class QuiverStore:
+    """A durable Arrow segment store in one directory (see the module docstring for the flow)."""
+
+    # -- opening ---------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], config: StoreConfig | None = None, *, layout: Layout | None = None, fs: FileSystem | None = None
+    ) -> QuiverStore:
+        """Open (creating if needed) the store at `path`, replaying its WAL. Context manager."""
+        if config is not None and not isinstance(config, StoreConfig):
+            raise QuiverError(f"config must be a StoreConfig, got {type(config).__name__}")
+        if layout is not None and not isinstance(layout, Layout):
+            raise QuiverError(f"layout must be a quiver_store.Layout, got {type(layout).__name__}")
+        store = cls.__new__(cls)
+        store._init(os.fspath(path), config or StoreConfig(), layout or DEFAULT_LAYOUT, fs or DEFAULT_FS)
+        return store
+
+    def _init(self, path: str, config: StoreConfig, layout: Layout, fs: FileSystem) -> None:
+        t0 = time.perf_counter()
+        self.path = path
+        self.config = config
+        self.layout = layout
+        self.fs = fs
+        self.wal_dir = os.path.join(path, "wal")
+        self.segments_dir = os.path.join(path, "segments")
+        self._closed = True
+        self._lock_fd = -1
+        self.stats_counters: dict[str, Any] = collections.defaultdict(int)
+        for key in ("replayed_entries", "corrupt_entries", "quarantined_bytes", "torn_tail_bytes", "segments_written",
+                    "segment_bytes_written", "finalize_errors", "wal_entries_covered", "sidecar_fallbacks"):
+            self.stats_counters[key] = 0
+        self.corruption_reports: list[dict[str, Any]] = []
+        for d in (path, self.wal_dir, self.segments_dir):
+            fs.makedirs(d)
+        self._acquire_lock()
+        try:
+            self._recover()
+        except BaseException:
+            self._release_lock()
+            raise
+        self.stats_counters["open_seconds"] = time.perf_counter() - t0
+
+    def _acquire_lock(self) -> None:
+        lock_path = os.path.join(self.path, LOCK_NAME)
+        fd = self.fs.open(lock_path, os.O_RDWR | os.O_CREAT)
+        try:
+            self.fs.lock_exclusive(fd)
+        except BlockingIOError:
+            self.fs.close(fd)
+            raise QuiverError(
+                f"store {self.path} is already open by another writer (lock file {lock_path}); "
+                "a store has a single writer: close the other QuiverStore or process first"
+            ) from None
+        self.fs.truncate(fd, 0)
+        self.fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            self.fs.unlock(self._lock_fd)
+            self.fs.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _recover(self) -> None:
+        fs, cfg = self.fs, self.config
+        # Segment files: names only (metadata is read lazily), plus leftovers of interrupted writes.
+        leftovers = [n for n in fs.listdir(self.segments_dir) if n.endswith(SEGMENT_SUFFIX + ".tmp") or n == seq_floor.NAME + ".tmp"]
+        for name in leftovers:
+            fs.unlink(os.path.join(self.segments_dir, name))
+        if leftovers:
+            fs.fsync_dir(self.segments_dir)
+        self._segment_sizes: dict[int, int] = {s: fs.file_size(segment_path(self.segments_dir, s)) for s in list_segment_seqs(fs, self.segments_dir)}
+        self._segment_infos: dict[int, SegmentInfo] = {}
+        floor, floor_problem = seq_floor.read(fs, self.segments_dir)
+        if floor_problem:
+            log.warning(floor_problem)
+        highest = max(self._segment_sizes, default=-1)
+        self._next_segment_seq = max(floor.next_segment, highest + 1)
+        self._floor_written = floor.next_segment
+        covered = max(floor.wal_covered - 1, self._newest_covered_sequence())
+        self._wal_covered = covered
+        # WAL: plan, act, then build the writer over what is left.
+        plan = replay.plan_recovery(fs, self.wal_dir, self.layout.cfg_hash, cfg.wal.recovery, covered)
+        replay.apply_plan(fs, plan)
+        self._record_plan(plan)
+        chunks = {g: fs.file_size(os.path.join(self.wal_dir, chunk_name(g))) for g in list_chunks(fs, self.wal_dir)}
+        active = os.path.join(self.wal_dir, ACTIVE)
+        active_size = fs.file_size(active) if fs.exists(active) else 0
+        active_gen = max([plan.active_generation] + [g + 1 for g in chunks])
+        point = plan.sidecar_point if plan.sidecar_problem is None else None
+        self._wal = WalWriter(
+            fs,
+            self.wal_dir,
+            cfg.wal,
+            self.layout.cfg_hash,
+            active_generation=active_gen,
+            active_size=active_size if active_size >= HEADER_LEN else 0,
+            chunks=chunks,
+            truncate_point=point,
+            punch_supported=probe_punch_hole(fs, self.wal_dir),
+            backpressure_timeout=cfg.retention.backpressure_timeout,
+        )
+        self._wal.on_full = lambda reason: self._request_seal(f"WAL cap: {reason}")
+        next_wal_seq = max(plan.last_sequence, covered) + 1
+        self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit)
+        self._encoder = BundleEncoder(self.layout)
+        self._schemas: dict[tuple[int, bytes], pa.Schema] = {}
+        self._listeners: list[Callable[[SegmentInfo], None]] = []
+        # Applier state.
+        self._cv = threading.Condition()
+        self._inbox: collections.deque[Any] = collections.deque()
+        self._inbox_bytes = 0
+        self._inbox_limit = max(cfg.segment.target_size // 2, 4 << 20)
+        self._open: OpenSegment | None = None
+        self._open_first = -1
+        self._open_last = -1
+        self._open_end: Position | None = None
+        self._open_deadline = 0.0
+        # Finalizer state.
+        self._sealed: collections.deque[_Sealed] = collections.deque()
+        self._finalize_error: BaseException | None = None
+        self._stopping = False
+        self._closed = False
+        self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
+        self._finalizer = threading.Thread(target=self._finalize_loop, name=f"quiver-finalizer[{self.path}]", daemon=True)
+        self._applier.start()
+        self._finalizer.start()
+        t = time.perf_counter()
+        for entry, pos, path in plan.entries:
+            try:
+                bundle = decode_bundle(entry, self.layout, path)
+            except QuiverError as exc:
+                self._report(exc, "entry skipped: its CRC is valid but its content is not")
+                continue
+            self._push(("entry", entry.sequence, pos, entry.size, bundle, entry.size))
+            self.stats_counters["replayed_entries"] += 1
+        self._wait_applied()
+        self.stats_counters["replay_seconds"] = time.perf_counter() - t
+
+    def _newest_covered_sequence(self) -> int:
+        """Highest WAL sequence recorded by the newest readable segment (-1 if none)."""
+        for seq in sorted(self._segment_sizes, reverse=True):
+            try:
+                info = self._segment_info(seq)
+            except QuiverError as exc:
+                log.warning("segment %d unreadable while looking for the WAL floor: %s", seq, exc)
+                continue
+            value = info.metadata.get(META_WAL_LAST)
+            if value is not None and value.lstrip("-").isdigit():
+                return int(value)
+        return -1
+
+    def _record_plan(self, plan: replay.RecoveryPlan) -> None:
+        c = self.stats_counters
+        c["wal_entries_covered"] += sum(f.covered for f in plan.files)
+        c["wal_unknown_entries"] += sum(f.unknown for f in plan.files)
+        c["wal_hole_bytes"] += sum(f.holes for f in plan.files)
+        c["quarantined_bytes"] += plan.quarantined_bytes
+        if plan.sidecar_problem:
+            c["sidecar_fallbacks"] += 1
+            log.warning("WAL sidecar ignored (%s): scanning from the start of the log", plan.sidecar_problem)
+        if plan.torn is not None:
+            c["torn_tail_bytes"] += plan.torn[2]
+        for err in plan.corruptions:
+            action = "resynchronised on the next valid frame" if plan.mode == "skip_corrupt" else "stopped here; the rest moved to wal/quarantine/"
+            self._report(err, action)
+
+    def _report(self, err: QuiverError, action: str) -> None:
+        self.stats_counters["corrupt_entries"] += 1
+        report = {"path": getattr(err, "path", None), "offset": getattr(err, "offset", None), "error": str(err), "action": action}
+        self.corruption_reports.append(report)
+        log.error("WAL corruption: %s (%s)", err, action)
+
+    # -- ingest ----------------------------------------------------------------------------------
+    def ingest(self, bundle: RecordBundle) -> BundleReceipt:
+        """Append `bundle` to the WAL; return once durable under `wal.durability`."""
+        self._check_open()
+        if not isinstance(bundle, RecordBundle):
+            raise QuiverError(f"ingest expects a quiver_store.RecordBundle, got {type(bundle).__name__}")
+        if not bundle.slots:
+            raise QuiverError("cannot ingest a bundle without any slot")
+        self.layout.check_slots(bundle.slots)
+        self._check_schemas(bundle)
+        bitmap, slots_bytes = self._encoder.encode(bundle)
+        self._admit()
+        ts = bundle.ingestion_time_ns
+        assert ts is not None
+        req = self._committer.append(ts, bitmap, slots_bytes, bundle)
+        pos = req.position
+        return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
+
+    def _check_schemas(self, bundle: RecordBundle) -> None:
+        """Refuse, before anything is logged, a batch whose schema contradicts its fingerprint."""
+        for slot, batch in bundle.slots.items():
+            key = (slot, bundle.fingerprint(slot))
+            known = self._schemas.get(key)
+            if known is None:
+                if len(self._schemas) >= _SCHEMA_CHECK_LIMIT:
+                    self._schemas.clear()
+                self._schemas[key] = batch.schema
+            elif known is not batch.schema and not known.equals(batch.schema, check_metadata=False):
+                raise QuiverError(
+                    f"slot {slot}: schema fingerprint {key[1].hex()[:16]} was first seen with schema\n{known}\n"
+                    f"and now names\n{batch.schema}\na different schema needs a different fingerprint; nothing was written"
+                )
+
+    def _admit(self) -> None:
+        """Bound the memory of committed-but-unapplied bundles (backpressure when finalize lags)."""
+        if self._inbox_bytes < self._inbox_limit:
+            return
+        deadline = time.monotonic() + self.config.retention.backpressure_timeout
+        with self._cv:
+            while self._inbox_bytes >= self._inbox_limit and not self._stopping:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreFullError(
+                        f"store {self.path}: {self._inbox_bytes} bytes wait for the open segment while the finalizer "
+                        f"is behind (last error: {self._finalize_error!r}); waited retention.backpressure_timeout="
+                        f"{self.config.retention.backpressure_timeout}s"
+                    )
+                self._cv.wait(min(left, 0.5))
+
+    def _on_commit(self, batch: list[Pending]) -> None:
+        """Called by the group-commit leader in log order: queue the entries for the applier."""
+        with self._cv:
+            for r in batch:
+                n = len(r.frame)
+                self._inbox.append(("entry", r.sequence, r.position, n, r.payload, n))
+                self._inbox_bytes += n
+            self._cv.notify_all()
+
+    # -- applier -----------------------------------------------------------------------------------
+    def _push(self, item: tuple) -> None:
+        with self._cv:
+            if item[0] == "entry":
+                self._inbox_bytes += item[5]
+            self._inbox.append(item)
+            self._cv.notify_all()
+
+    def _wait_applied(self) -> None:
+        fut: Future = Future()
+        self._push(("barrier", fut))
+        fut.result()
+
+    def _apply_loop(self) -> None:
+        seg_cfg = self.config.segment
+        while True:
+            with self._cv:
+                while not self._inbox and not self._stopping:
+                    timeout = None
+                    if self._open is not None:
+                        timeout = max(0.0, self._open_deadline - time.monotonic())
+                    if self.config.wal.durability == "none" and self._committer.has_buffered():
+                        timeout = min(timeout if timeout is not None else 1.0, max(self.config.wal.flush_interval, 0.05))
+                    if timeout == 0.0:
+                        break
+                    if not self._cv.wait(timeout):
+                        break
+                if not self._inbox and self._stopping:
+                    return
+                items = list(self._inbox)
+                self._inbox.clear()
+            for item in items:
+                try:
+                    self._apply(item, seg_cfg)
+                except BaseException as exc:  # keep the thread alive; the error shows in stats
+                    self.stats_counters["applier_errors"] += 1
+                    self.stats_counters["last_applier_error"] = repr(exc)
+                    log.exception("applier failed on %s", item[0])
+            with self._cv:
+                self._inbox_bytes -= sum(i[5] for i in items if i[0] == "entry")
+                self._cv.notify_all()
+            if self._open is not None and time.monotonic() >= self._open_deadline:
+                self._seal("max_open_duration")
+            if self.config.wal.durability == "none" and self._committer.has_buffered():
+                try:
+                    self._committer.commit_buffered(sync=False)
+                except QuiverError as exc:
+                    log.error("buffered WAL write failed: %s", exc)
+
+    def _apply(self, item: tuple, seg_cfg: Any) -> None:
+        kind = item[0]
+        if kind == "entry":
+            _, seq, pos, size, bundle, _ = item
+            if self._open is None:
+                self._start_segment(seq)
+            assert self._open is not None
+            try:
+                self._open.append(bundle)
+            except QuiverError as exc:
+                if self._open.is_empty:
+                    raise
+                log.warning("bundle %d conflicts with the open segment (%s); sealing it and starting a new one", seq, exc)
+                self._seal("schema conflict")
+                self._start_segment(seq)
+                self._open.append(bundle)
+            self._open_last = seq
+            if pos is not None:
+                self._open_end = Position(pos.generation, pos.offset + size)
+            if self._open.serialized_size >= seg_cfg.target_size:
+                self._seal("target_size")
+            elif self._open.stream_count >= seg_cfg.max_stream_count:
+                self._seal("max_stream_count")
+        elif kind == "seal":
+            _, reason, fut = item
+            self._seal(reason, fut)
+        elif kind == "barrier":
+            item[1].set_result(None)
+
+    def _start_segment(self, seq: int) -> None:
+        self._open = OpenSegment(self.config.segment)
+        self._open_first = seq
+        self._open_deadline = time.monotonic() + self.config.segment.max_open_duration
+
+    def _seal(self, reason: str, fut: Future | None = None) -> None:
+        """Hand the open segment (or, when empty, a barrier) to the finalizer."""
+        with self._cv:
+            if self._open is None or self._open.is_empty:
+                self._open = None
+                sealed = _Sealed(None, reason=reason)
+            else:
+                # Memory bound: at most one sealed segment waits while another is being written.
+                while len(self._sealed) >= 2 and not self._stopping:
+                    self._cv.wait(0.5)
+                sealed = _Sealed(self._open, self._open_first, self._open_last, self._open_end, reason)
+                self._open = None
+                self.stats_counters[f"finalize_trigger_{reason.split(':')[0].replace(' ', '_')}"] += 1
+            if fut is not None:
+                sealed.waiters.append(fut)
+            self._sealed.append(sealed)
+            self._cv.notify_all()
+
+    def _request_seal(self, reason: str, fut: Future | None = None) -> None:
+        self._push(("seal", reason, fut))
+
+    # -- finalizer ---------------------------------------------------------------------------------
+    def _finalize_loop(self) -> None:
+        delay = RETRY_BACKOFF[0]
+        while True:
+            with self._cv:
+                while not self._sealed and not self._stopping:
+                    self._cv.wait()
+                if not self._sealed:
+                    return
+                sealed = self._sealed[0]
+            try:
+                info = self._finalize(sealed) if sealed.segment is not None else None
+            except BaseException as exc:
+                self._finalize_error = exc
+                self.stats_counters["finalize_errors"] += 1
+                self.stats_counters["last_finalize_error"] = repr(exc)
+                log.error("finalize of a segment (%d bundles) failed, data kept in memory and WAL: %s", sealed.segment.bundle_count if sealed.segment else 0, exc)
+                failure = QuiverError(f"finalize failed: {exc!r}; the data stays in memory and in the WAL and is retried")
+                with self._cv:
+                    for queued in self._sealed:  # everyone waiting behind the failing segment hears of it
+                        for w in queued.waiters:
+                            if not w.done():
+                                w.set_exception(failure)
+                    if self._stopping:
+                        return
+                    self._cv.wait(delay)
+                delay = min(delay * 2, RETRY_BACKOFF[1])
+                continue
+            delay = RETRY_BACKOFF[0]
+            self._finalize_error = None
+            with self._cv:
+                self._sealed.popleft()
+                self._cv.notify_all()
+            for w in sealed.waiters:
+                if not w.done():
+                    w.set_result(info)
+
+    def _finalize(self, sealed: _Sealed) -> SegmentInfo:
+        assert sealed.segment is not None
+        seq = self._next_segment_seq
+        if self._floor_written <= seq:
+            seq_floor.write(self.fs, self.segments_dir, seq_floor.SequenceFloor(seq + 1, self._wal_covered + 1))
+            self._floor_written = seq + 1
+        metadata = {
+            META_WAL_FIRST: str(sealed.first_sequence),
+            META_WAL_LAST: str(sealed.last_sequence),
+            META_LAYOUT: self.layout.name,
+            META_REASON: sealed.reason,
+        }
+        event_cols = {slot: cols[0] for slot, cols in self.layout.event_time_columns if cols}  # type: ignore[misc, union-attr]
+        path = segment_path(self.segments_dir, seq)
+        info = write_segment(sealed.segment, path, seq, fs=self.fs, metadata=metadata, event_time_columns=event_cols)
+        self._next_segment_seq = seq + 1
+        self._segment_sizes[seq] = info.size_bytes
+        self._segment_infos[seq] = info
+        self._wal_covered = max(self._wal_covered, sealed.last_sequence)
+        c = self.stats_counters
+        c["segments_written"] += 1
+        c["segment_bytes_written"] += info.size_bytes
+        c["segment_bundles_written"] += info.bundle_count
+        if sealed.end is not None:
+            try:
+                self._wal.truncate_to(sealed.end)
+            except (OSError, QuiverError) as exc:  # the segment is durable; truncation can wait
+                c["truncate_errors"] += 1
+                log.error("WAL truncation after segment %d failed: %s", seq, exc)
+        for fn in list(self._listeners):
+            try:
+                fn(info)
+            except Exception:
+                log.exception("finalize listener %r failed for segment %d", fn, seq)
+        return info
+
+    # -- flush / close ------------------------------------------------------------------------------
+    def finalize_now(self, reason: str = "requested") -> SegmentInfo | None:
+        """Seal the open segment now and wait until its file is durable; None if it was empty."""
+        self._check_open()
+        self._committer.commit_buffered(sync=self.config.wal.durability != "none")
+        fut: Future = Future()
+        self._request_seal(reason, fut)
+        return fut.result()
+
+    def flush(self) -> None:
+        """Make every ingested bundle part of a durable segment file."""
+        self.finalize_now("flush")
+
+    def close(self) -> None:
+        """Finalize what is open, stop the threads, release the lock. Idempotent."""
+        if self._closed:
+            return
+        error: BaseException | None = None
+        try:
+            self.finalize_now("close")
+        except BaseException as exc:  # the data stays in the WAL and is replayed on the next open
+            error = exc
+        self._shutdown()
+        if error is not None:
+            raise QuiverError(f"store {self.path} closed without finalizing its open segment (kept in the WAL): {error}") from error
+
+    def _shutdown(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        self._applier.join()
+        self._finalizer.join()
+        self._wal.close()
+        self._release_lock()
+        self._closed = True
+
+    def _abandon(self) -> None:
+        """Test support: stop without finalizing, as a crash would (the WAL is left as written)."""
+        with self._cv:
+            self._stopping = True
+            self._sealed.clear()
+            self._inbox.clear()
+            self._cv.notify_all()
+        self._shutdown()
+
+    def __enter__(self) -> QuiverStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed or self._stopping:
+            raise StoreClosedError(f"store {self.path} is closed")
+
+    # -- reading ------------------------------------------------------------------------------------
+    def _segment_info(self, seq: int) -> SegmentInfo:
+        info = self._segment_infos.get(seq)
+        if info is None:
+            from .segment.reader import SegmentReader
+
+            with SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs) as reader:
+                info = reader.info
+            self._segment_infos[seq] = info
+        return info
+
+    def segments(self) -> list[SegmentInfo]:
+        """Every finalized segment, ascending by sequence (metadata read lazily, then cached)."""
+        return [self._segment_info(s) for s in sorted(self._segment_sizes)]
+
+    def bundles(self) -> Iterator[tuple[int, int, RecordBundle]]:
+        """(segment_seq, bundle_index, bundle) for every finalized bundle, in order."""
+        from .segment.reader import SegmentReader
+
+        for seq in sorted(self._segment_sizes):
+            with SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs) as reader:
+                for index, bundle in enumerate(reader.bundles()):
+                    yield seq, index, bundle
+
+    # -- hooks for retention and subscribers --------------------------------------------------------
+    def add_finalize_listener(self, fn: Callable[[SegmentInfo], None]) -> None:
+        """Call `fn(info)` (on the finalizer thread) after each segment file is durable."""
+        self._listeners.append(fn)
+
+    def delete_segment(self, seq: int, reason: str) -> int:
+        """Unlink a segment file and fsync the directory; returns the bytes freed."""
+        if seq not in self._segment_sizes:
+            raise QuiverError(f"store {self.path}: no segment {seq} to delete")
+        path = segment_path(self.segments_dir, seq)
+        size = self._segment_sizes.pop(seq)
+        self._segment_infos.pop(seq, None)
+        self.fs.unlink(path)
+        self.fs.fsync_dir(self.segments_dir)
+        self.stats_counters["segments_deleted"] += 1
+        log.info("deleted segment %d (%d bytes): %s", seq, size, reason)
+        return size
+
+    def disk_usage(self) -> int:
+        """Bytes of WAL (live), segment files and ack log files of this store."""
+        acks = sum(self.fs.file_size(os.path.join(self.path, n)) for n in self.fs.listdir(self.path) if n.startswith("ack."))
+        return self._wal.usage() + sum(self._segment_sizes.values()) + acks
+
+    def open_segment_bytes(self) -> int:
+        """Serialized bytes held in memory: the open segment plus sealed ones not yet written."""
+        with self._cv:
+            total = sum(s.segment.serialized_size for s in self._sealed if s.segment is not None)
+            if self._open is not None:
+                total += self._open.serialized_size
+            return total
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and gauges (a snapshot; values are plain ints, floats, strings and lists)."""
+        out: dict[str, Any] = dict(self.stats_counters)
+        out.update(self._committer.stats)
+        out.update(self._wal.stats)
+        out["group_commit_sizes"] = dict(sorted(self._committer.group_sizes.items()))
+        out["wal_bytes"] = self._wal.usage()
+        out["wal_files"] = self._wal.file_count()
+        out["wal_hole_punching"] = self._wal.punch_supported
+        out["next_wal_sequence"] = self._committer.next_sequence
+        out["next_segment_sequence"] = self._next_segment_seq
+        out["segments"] = len(self._segment_sizes)
+        out["segment_bytes"] = sum(self._segment_sizes.values())
+        out["open_segment_bytes"] = self.open_segment_bytes()
+        out["open_segment_bundles"] = self._open.bundle_count if self._open is not None else 0
+        out["pending_finalize"] = len(self._sealed)
+        out["finalize_failing"] = self._finalize_error is not None
+        out["corruption_reports"] = list(self.corruption_reports)
+        return out

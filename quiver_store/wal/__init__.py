@@ -1,0 +1,1 @@
+"""Write-ahead log: framing, group commit, rotation, truncation sidecar and replay."""

@@ -1,0 +1,93 @@
+"""RecordBundle <-> WAL slot blocks. Each slot's batch becomes one Arrow IPC stream, serialized once.
+
+The fast path concatenates the cached schema message, the batch message and the end-of-stream
+marker (a valid IPC stream, ~4x cheaper than a stream writer per batch); batches with dictionary
+columns go through `pyarrow.ipc.new_stream`, which emits their dictionary messages.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..bundle import RecordBundle
+from ..errors import CorruptionError
+from ..layout import Layout
+from .format import Entry, encode_slot
+
+EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_SCHEMA_CACHE_LIMIT = 4096
+
+
+class BundleEncoder:
+    """Serializes bundles into the slot-block section of a WAL entry."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._schemas: dict[bytes, tuple[pa.Schema, bytes | None]] = {}
+
+    def _schema_bytes(self, fingerprint: bytes, schema: pa.Schema) -> bytes | None:
+        hit = self._schemas.get(fingerprint)
+        if hit is not None and (hit[0] is schema or hit[0].equals(schema, check_metadata=True)):
+            return hit[1]
+        plain = not any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema)
+        data = schema.serialize().to_pybytes() if plain else None
+        if len(self._schemas) >= _SCHEMA_CACHE_LIMIT:
+            self._schemas.clear()
+        self._schemas[fingerprint] = (schema, data)
+        return data
+
+    def payload(self, fingerprint: bytes, batch: pa.RecordBatch) -> bytes:
+        head = self._schema_bytes(fingerprint, batch.schema)
+        if head is not None:
+            return b"".join((head, batch.serialize().to_pybytes(), EOS))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        return sink.getvalue().to_pybytes()
+
+    def encode(self, bundle: RecordBundle) -> tuple[int, bytes]:
+        """(slot bitmap, slot blocks in ascending slot order)."""
+        parts = []
+        for slot, batch in bundle.slots.items():  # RecordBundle keeps slots sorted
+            fp = bundle.fingerprint(slot)
+            parts.append(encode_slot(self.layout.payload_type_id(slot), fp, batch.num_rows, self.payload(fp, batch)))
+        return bundle.slot_bitmap, b"".join(parts)
+
+
+def decode_bundle(entry: Entry, layout: Layout, path: str) -> RecordBundle:
+    """Rebuild the bundle of a CRC-verified entry; CorruptionError if its content is inconsistent."""
+    slots: dict[int, pa.RecordBatch] = {}
+    fingerprints: dict[int, bytes] = {}
+    for rec in entry.slots(path):
+        expected = layout.payload_type_id(rec.slot)
+        if rec.payload_type_id != expected:
+            raise CorruptionError(
+                f"entry seq {entry.sequence}: slot {rec.slot} has payload type id {rec.payload_type_id}, "
+                f"layout {layout.name!r} says {expected}",
+                path,
+                entry.offset,
+            )
+        try:
+            reader = pa.ipc.open_stream(pa.py_buffer(rec.payload))
+            batches = list(reader)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CorruptionError(
+                f"entry seq {entry.sequence}: slot {rec.slot} payload is not a valid Arrow IPC stream ({exc})",
+                path,
+                entry.offset,
+            ) from exc
+        if len(batches) == 1:
+            batch = batches[0]
+        elif batches:
+            batch = pa.concat_batches(batches)
+        else:
+            batch = pa.RecordBatch.from_pylist([], schema=reader.schema)
+        if batch.num_rows != rec.rows:
+            raise CorruptionError(
+                f"entry seq {entry.sequence}: slot {rec.slot} holds {batch.num_rows} rows, metadata says {rec.rows}",
+                path,
+                entry.offset,
+            )
+        slots[rec.slot] = batch
+        fingerprints[rec.slot] = rec.fingerprint
+    return RecordBundle(slots, fingerprints, entry.ingestion_ts_nanos)

@@ -1,0 +1,113 @@
+"""WAL byte layout: the 30-byte file header and CRC32C-framed entries (docs/formats.md)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+from ..errors import CorruptionError
+
+MAGIC = b"QUIVER\0WAL"
+VERSION = 1
+HEADER = struct.Struct("<10sHH16s")
+HEADER_LEN = HEADER.size  # 30
+
+LEN = struct.Struct("<I")
+ENTRY_HEAD = struct.Struct("<BqQQ")  # entry_type, ingestion_ts_nanos, sequence, slot_bitmap
+ENTRY_HEAD_LEN = ENTRY_HEAD.size  # 25
+SLOT_META = struct.Struct("<H32sII")  # payload_type_id, schema_fingerprint, row_count, payload_len
+SLOT_META_LEN = SLOT_META.size  # 42
+CRC = struct.Struct("<I")
+FRAME_OVERHEAD = LEN.size + CRC.size  # length prefix + CRC trailer
+
+ENTRY_RECORD_BUNDLE = 0
+MIN_ENTRY_LEN = ENTRY_HEAD_LEN
+MAX_ENTRY_LEN = (1 << 31) - 1  # frames larger than this are treated as a corrupt length
+
+
+def encode_header(cfg_hash: bytes) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, 0, cfg_hash)
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    version: int
+    reserved: int
+    cfg_hash: bytes
+
+
+def decode_header(data: bytes, path: str) -> FileHeader:
+    """Parse a WAL header; CorruptionError if the file is not a WAL at all."""
+    if len(data) < HEADER_LEN:
+        raise CorruptionError(f"WAL header is truncated ({len(data)} of {HEADER_LEN} bytes)", path, 0)
+    magic, version, reserved, cfg_hash = HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise CorruptionError(f"not a Quiver WAL file (magic {magic!r}, expected {MAGIC!r})", path, 0)
+    return FileHeader(version, reserved, cfg_hash)
+
+
+@dataclass(frozen=True)
+class SlotBlob:
+    """One slot of a bundle, serialized once: metadata block followed by its IPC stream bytes."""
+
+    slot: int
+    meta_and_payload: bytes
+
+
+def encode_slot(payload_type_id: int, fingerprint: bytes, rows: int, payload: bytes) -> bytes:
+    return SLOT_META.pack(payload_type_id, fingerprint, rows, len(payload)) + payload
+
+
+def encode_entry(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, slots_bytes: bytes) -> bytes:
+    """A whole frame: u32 entry_len | entry header | slot blocks | u32 crc32c."""
+    head = ENTRY_HEAD.pack(entry_type, ts_nanos, sequence, bitmap)
+    crc = crc32c.crc32c(slots_bytes, crc32c.crc32c(head))
+    return LEN.pack(len(head) + len(slots_bytes)) + head + slots_bytes + CRC.pack(crc)
+
+
+@dataclass(frozen=True)
+class SlotRecord:
+    slot: int
+    payload_type_id: int
+    fingerprint: bytes
+    rows: int
+    payload: memoryview
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A CRC-verified frame. `offset` is the frame start in its file; `size` the whole frame."""
+
+    entry_type: int
+    ingestion_ts_nanos: int
+    sequence: int
+    slot_bitmap: int
+    body: memoryview  # entry_type .. end of payloads (CRC-covered bytes)
+    offset: int
+    size: int
+
+    def slots(self, path: str) -> list[SlotRecord]:
+        """Split the body into slot blocks (ascending slot ids); CorruptionError if inconsistent."""
+        out: list[SlotRecord] = []
+        pos = ENTRY_HEAD_LEN
+        body = self.body
+        bitmap = self.slot_bitmap
+        while bitmap:
+            low = bitmap & -bitmap
+            slot = low.bit_length() - 1
+            bitmap ^= low
+            if pos + SLOT_META_LEN > len(body):
+                raise CorruptionError(f"entry seq {self.sequence}: slot {slot} metadata runs past the entry", path, self.offset)
+            tid, fp, rows, plen = SLOT_META.unpack_from(body, pos)
+            pos += SLOT_META_LEN
+            if pos + plen > len(body):
+                raise CorruptionError(f"entry seq {self.sequence}: slot {slot} payload runs past the entry", path, self.offset)
+            out.append(SlotRecord(slot, tid, bytes(fp), rows, body[pos : pos + plen]))
+            pos += plen
+        if pos != len(body):
+            raise CorruptionError(
+                f"entry seq {self.sequence}: {len(body) - pos} unexpected trailing bytes after the last slot", path, self.offset
+            )
+        return out

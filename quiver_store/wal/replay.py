@@ -1,0 +1,213 @@
+"""Recovery: what the WAL holds after a crash, and what to do about damage.
+
+`plan_recovery` is read-only (the `quiver replay` command prints it); `apply_plan` performs the
+actions: cut the torn tail, copy corrupt (and, in point-in-time mode, all later) bytes into
+wal/quarantine/ before removing them from the log, delete rotated chunks the sidecar already covers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..errors import CorruptionError, QuiverError
+from ..fs import FileSystem
+from . import sidecar
+from .format import ENTRY_RECORD_BUNDLE, HEADER_LEN, VERSION, Entry, decode_header, encode_header
+from .reader import Damage, scan
+from .rotation import ACTIVE, QUARANTINE_DIR, chunk_name, list_chunks
+from .writer import Position
+
+log = logging.getLogger("quiver_store.wal")
+
+
+@dataclass
+class FileScan:
+    path: str
+    generation: int
+    size: int
+    start: int
+    valid: int = 0
+    covered: int = 0  # valid entries already in durable segments (skipped)
+    unknown: int = 0  # entries of unknown type (skipped by length)
+    holes: int = 0  # zero-filled bytes skipped (punched prefix, zeroed quarantine)
+    last_sequence: int | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # "truncate" | "quarantine" | "quarantine_file" | "zero" | "delete_covered" | "recreate"
+    path: str
+    offset: int = 0
+    length: int = 0
+    reason: str = ""
+
+
+@dataclass
+class RecoveryPlan:
+    wal_dir: str
+    mode: str
+    sidecar_point: sidecar.TruncatePoint | None
+    sidecar_problem: str | None
+    active_generation: int
+    files: list[FileScan] = field(default_factory=list)
+    entries: list[tuple[Entry, Position, str]] = field(default_factory=list)  # to replay, in order
+    torn: tuple[str, int, int] | None = None
+    corruptions: list[CorruptionError] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    last_sequence: int = -1  # highest valid sequence seen anywhere (covered or not)
+
+    @property
+    def quarantined_bytes(self) -> int:
+        return sum(a.length for a in self.actions if a.kind in ("quarantine", "quarantine_file"))
+
+
+def _check_header(data: bytes, path: str, cfg_hash: bytes) -> None:
+    header = decode_header(data, path)
+    if header.version != VERSION or header.reserved != 0:
+        raise QuiverError(
+            f"{path}: WAL format version {header.version} (reserved {header.reserved}) is not readable by this build "
+            f"(version {VERSION}). Drain it with the build that wrote it, or move the wal/ directory aside."
+        )
+    if header.cfg_hash != cfg_hash:
+        raise QuiverError(
+            f"{path}: the WAL was written under a different layout contract (segment_cfg_hash "
+            f"{header.cfg_hash.hex()}, this store's layout hashes to {cfg_hash.hex()}). Refusing to replay it: "
+            "open the store with the layout that wrote it and flush() to drain the WAL into segments, "
+            "or move the wal/ directory aside to start a fresh log."
+        )
+
+
+def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, covered_sequence: int) -> RecoveryPlan:
+    """Scan the WAL from the sidecar point; decide (without changing anything) what recovery does."""
+    point, problem = sidecar.read(fs, wal_dir)
+    gens = list_chunks(fs, wal_dir)
+    active_path = os.path.join(wal_dir, ACTIVE)
+    active_gen = max([g + 1 for g in gens] + [point.generation if point else 0])
+    plan = RecoveryPlan(wal_dir, mode, point, problem, active_gen)
+    if point is not None and point.generation > active_gen:
+        plan.sidecar_problem = f"sidecar generation {point.generation} is newer than every WAL file; scanning all"
+        point = None
+    files = [(g, os.path.join(wal_dir, chunk_name(g))) for g in gens]
+    if fs.exists(active_path):
+        files.append((active_gen, active_path))
+    for g, path in files:
+        if point is not None and g < point.generation:
+            plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
+    files = [(g, p) for g, p in files if point is None or g >= point.generation]
+    for index, (gen, path) in enumerate(files):
+        data = fs.read_file(path)
+        last_file = index == len(files) - 1
+        if len(data) < HEADER_LEN and path == active_path and encode_header(cfg_hash).startswith(bytes(data).rstrip(b"\0")):
+            plan.actions.append(Action("recreate", path, reason="active WAL file was cut while being created"))
+            continue
+        _check_header(data, path, cfg_hash)
+        start = HEADER_LEN
+        if point is not None and gen == point.generation:
+            if point.offset > len(data) or point.offset < HEADER_LEN:
+                plan.sidecar_problem = f"sidecar offset {point.offset} is outside {path} ({len(data)} bytes); scanning it all"
+            else:
+                start = point.offset
+        fscan = FileScan(path, gen, len(data), start)
+        plan.files.append(fscan)
+        view = memoryview(data)
+        stop = False
+        for item in scan(view, start, resync=mode == "skip_corrupt"):
+            if isinstance(item, Entry):
+                fscan.valid += 1
+                fscan.last_sequence = item.sequence
+                plan.last_sequence = max(plan.last_sequence, item.sequence)
+                if item.entry_type != ENTRY_RECORD_BUNDLE:
+                    fscan.unknown += 1
+                elif item.sequence <= covered_sequence:
+                    fscan.covered += 1
+                else:
+                    plan.entries.append((item, Position(gen, item.offset), path))
+                continue
+            stop = _damage(plan, fscan, item, path, last_file, mode, files[index + 1 :])
+            if stop:
+                break
+        if stop:
+            break
+    return plan
+
+
+def _damage(plan: RecoveryPlan, fscan: FileScan, d: Damage, path: str, last_file: bool, mode: str, later: list) -> bool:
+    """Record one damaged region; True when the scan must stop here."""
+    if d.kind == "hole":
+        fscan.holes += d.length
+        return False
+    if d.kind == "torn" and last_file:
+        plan.torn = (path, d.offset, d.length)
+        plan.actions.append(Action("truncate", path, d.offset, d.length, f"torn tail: {d.reason}"))
+        return True
+    # Damage followed by more log (or a damaged rotated chunk) is corruption, not a torn write.
+    reason = d.reason if d.kind == "corrupt" else f"rotated chunk ends in {d.length} invalid bytes ({d.reason})"
+    err = CorruptionError(f"corrupt WAL entry ({reason}); {d.length} bytes until the next valid frame", path, d.offset)
+    plan.corruptions.append(err)
+    if mode == "strict":
+        raise CorruptionError(
+            f"corrupt WAL entry ({reason}); wal.recovery='strict' refuses to open. Inspect it with "
+            "`quiver replay`, then reopen with recovery 'point_in_time' (keeps the log up to here and moves "
+            "the rest to wal/quarantine/) or 'skip_corrupt'",
+            path,
+            d.offset,
+        )
+    if mode == "skip_corrupt" and d.next_valid is not None:
+        plan.actions.append(Action("quarantine", path, d.offset, d.length, reason))
+        plan.actions.append(Action("zero", path, d.offset, d.length, "corrupt bytes preserved in quarantine"))
+        return False
+    plan.actions.append(Action("quarantine", path, d.offset, fscan.size - d.offset, reason))
+    plan.actions.append(Action("truncate", path, d.offset, fscan.size - d.offset, "point-in-time recovery stops here"))
+    for _, later_path in later:
+        plan.actions.append(Action("quarantine_file", later_path, 0, 0, "follows a corrupt entry"))
+    return True
+
+
+def apply_plan(fs: FileSystem, plan: RecoveryPlan) -> None:
+    """Perform the plan's actions; quarantined bytes are durable before they leave the log."""
+    qdir = os.path.join(plan.wal_dir, QUARANTINE_DIR)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for act in plan.actions:
+        if act.kind in ("delete_covered", "recreate"):
+            fs.unlink(act.path)
+            fs.fsync_dir(plan.wal_dir)
+        elif act.kind == "quarantine":
+            fs.makedirs(qdir)
+            data = _pread(fs, act.path, act.offset, act.length)
+            target = os.path.join(qdir, f"{os.path.basename(act.path)}@{act.offset}.{stamp}.bin")
+            fd = fs.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                fs.write(fd, data)
+                fs.fdatasync(fd)
+            finally:
+                fs.close(fd)
+            fs.fsync_dir(qdir)
+            log.warning("quarantined %d bytes of %s from offset %d into %s (%s)", act.length, act.path, act.offset, target, act.reason)
+        elif act.kind == "quarantine_file":
+            fs.makedirs(qdir)
+            target = os.path.join(qdir, f"{os.path.basename(act.path)}.{stamp}.bin")
+            fs.rename(act.path, target)
+            fs.fsync_dir(qdir)
+            fs.fsync_dir(plan.wal_dir)
+            log.warning("moved %s into quarantine as %s (%s)", act.path, target, act.reason)
+        elif act.kind in ("truncate", "zero"):
+            fd = fs.open(act.path, os.O_WRONLY)
+            try:
+                if act.kind == "truncate":
+                    fs.truncate(fd, act.offset)
+                else:
+                    fs.pwrite(fd, bytes(act.length), act.offset)
+                fs.fdatasync(fd)
+            finally:
+                fs.close(fd)
+
+
+def _pread(fs: FileSystem, path: str, offset: int, length: int) -> bytes:
+    fd = fs.open(path, os.O_RDONLY)
+    try:
+        return fs.pread(fd, length, offset)
+    finally:
+        fs.close(fd)

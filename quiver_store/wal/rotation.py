@@ -1,0 +1,32 @@
+"""Names of the WAL files: the active `quiver.wal` and rotated chunks `quiver.wal.<generation>`.
+
+Every file has a generation; a rotated chunk keeps its generation as its suffix, so one rename
+retires the active file and nothing is ever shifted. The active file's generation is one more than
+the newest chunk's (or the sidecar's generation when every chunk was deleted).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..fs import FileSystem
+
+ACTIVE = "quiver.wal"
+QUARANTINE_DIR = "quarantine"
+
+
+def chunk_name(generation: int) -> str:
+    return f"{ACTIVE}.{generation}"
+
+
+def list_chunks(fs: FileSystem, wal_dir: str) -> list[int]:
+    """Generations of the rotated chunks present, ascending."""
+    gens = []
+    for name in fs.listdir(wal_dir):
+        if name.startswith(ACTIVE + ".") and name[len(ACTIVE) + 1 :].isdigit():
+            gens.append(int(name[len(ACTIVE) + 1 :]))
+    return sorted(gens)
+
+
+def path_of(wal_dir: str, generation: int, active_generation: int) -> str:
+    return os.path.join(wal_dir, ACTIVE if generation == active_generation else chunk_name(generation))

@@ -1,0 +1,281 @@
+"""The WAL files on disk: appends, rotation, the size/chunk cap, truncation and prefix reclaim.
+
+Positions are (generation, logical offset): the logical offset of a byte never changes, even when
+the active file's prefix is reclaimed by rewriting (the shift is kept in memory; the sidecar stores
+physical offsets). Only one thread appends at a time (the group-commit leader); the finalizer calls
+`truncate_to` concurrently, so file state is guarded by `lock`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..config import WalConfig
+from ..errors import QuiverError, StoreFullError
+from ..fs import FileSystem
+from . import sidecar
+from .format import HEADER_LEN, encode_header
+from .rotation import ACTIVE, chunk_name
+
+RECLAIM_THRESHOLD = 1 << 20  # punch / rewrite only once this many bytes are reclaimable
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    generation: int
+    offset: int  # logical
+
+
+def probe_punch_hole(fs: FileSystem, wal_dir: str) -> bool:
+    """Can this file system deallocate a range of a file? Tried on a scratch file at open."""
+    path = os.path.join(wal_dir, ".punch_probe")
+    fd = fs.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        fs.write(fd, b"\1" * 16384)
+        fs.punch_hole(fd, 4096, 8192)
+        return fs.pread(fd, 8192, 4096) == b"\0" * 8192
+    except OSError:
+        return False
+    finally:
+        fs.close(fd)
+        fs.unlink(path)
+
+
+class WalWriter:
+    """Owns the active WAL file descriptor and the list of rotated chunks."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        wal_dir: str,
+        config: WalConfig,
+        cfg_hash: bytes,
+        *,
+        active_generation: int,
+        active_size: int,
+        chunks: dict[int, int],
+        truncate_point: sidecar.TruncatePoint | None,
+        punch_supported: bool,
+        backpressure_timeout: float,
+    ) -> None:
+        self.fs = fs
+        self.wal_dir = wal_dir
+        self.config = config
+        self.cfg_hash = cfg_hash
+        self.lock = threading.RLock()
+        self.space = threading.Condition(self.lock)
+        self.punch_supported = punch_supported
+        self.backpressure_timeout = backpressure_timeout
+        self.on_full: Callable[[str], None] | None = None
+        self.generation = active_generation
+        self.chunks = dict(chunks)  # generation -> physical size (rotated, read-only)
+        self._shift: dict[int, int] = {}  # generation -> bytes removed from the front by rewrites
+        self._reclaimed: dict[int, int] = {}  # generation -> bytes punched out (still in the file size)
+        self._sidecar = truncate_point
+        self._rewrite_at: int | None = None  # physical offset the next rewrite may drop up to
+        self.fd = -1
+        self.size = 0
+        self.broken = False  # a partial write could not be removed: no further appends
+        self.stats = {"rotations": 0, "holes_punched": 0, "rewrites": 0, "chunks_deleted": 0, "wal_full_waits": 0}
+        path = os.path.join(wal_dir, ACTIVE)
+        if active_size >= HEADER_LEN:
+            self.fd = fs.open(path, os.O_WRONLY)
+            self.size = active_size
+        else:
+            self._create_active()
+
+    # -- layout ---------------------------------------------------------------------------------
+    def _create_active(self) -> None:
+        path = os.path.join(self.wal_dir, ACTIVE)
+        fd = self.fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.fs.write(fd, encode_header(self.cfg_hash))
+        self.fs.fdatasync(fd)
+        self.fs.fsync_dir(self.wal_dir)
+        self.fd = fd
+        self.size = HEADER_LEN
+
+    def end_position(self) -> Position:
+        with self.lock:
+            return Position(self.generation, self.size + self._shift.get(self.generation, 0))
+
+    def usage(self) -> int:
+        """Bytes of WAL still allocated: every chunk and the active file, minus punched holes."""
+        with self.lock:
+            total = sum(self.chunks.values()) + self.size
+            return total - sum(self._reclaimed.values())
+
+    def file_count(self) -> int:
+        return len(self.chunks) + 1
+
+    # -- appends --------------------------------------------------------------------------------
+    def append(self, frames: Sequence[bytes], sync: bool) -> list[Position]:
+        """Write frames contiguously (one write) and return each frame's position."""
+        total = sum(len(f) for f in frames)
+        with self.lock:
+            self._make_room(total)
+            if self._rewrite_at is not None:
+                self._rewrite()
+            start = self.size
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            try:
+                self.fs.pwrite(self.fd, data, start)
+            except OSError:
+                self._undo_partial_write(start)
+                raise
+            self.size = start + total
+            shift = self._shift.get(self.generation, 0)
+            out = []
+            pos = start + shift
+            for f in frames:
+                out.append(Position(self.generation, pos))
+                pos += len(f)
+        if sync:
+            self.fs.fdatasync(self.fd)
+        return out
+
+    def sync(self) -> None:
+        with self.lock:
+            fd = self.fd
+        self.fs.fdatasync(fd)
+
+    def _undo_partial_write(self, start: int) -> None:
+        """A failed write may have left part of a frame; cut it so later frames stay reachable."""
+        try:
+            self.fs.truncate(self.fd, start)
+        except OSError as exc:
+            self.broken = True
+            raise QuiverError(f"WAL {self.wal_dir}/{ACTIVE}: cannot remove a partial write at offset {start}: {exc}") from exc
+
+    def _at_cap(self, nbytes: int) -> str | None:
+        rotate = self.size > HEADER_LEN and self.size + nbytes > self.config.rotation_size
+        files = len(self.chunks) + 1 + (1 if rotate else 0)
+        live = self.usage() + nbytes + (HEADER_LEN if rotate else 0)
+        if files > self.config.max_chunks:
+            return f"wal.max_chunks={self.config.max_chunks} files reached ({len(self.chunks) + 1} WAL files in use)"
+        if live > self.config.max_size:
+            return f"wal.max_size={self.config.max_size} bytes reached ({self.usage()} bytes in use, {nbytes} more needed)"
+        return None
+
+    def _make_room(self, nbytes: int) -> None:
+        if nbytes + HEADER_LEN > self.config.max_size:
+            raise StoreFullError(
+                f"a WAL write of {nbytes} bytes can never fit under wal.max_size={self.config.max_size}; raise wal.max_size"
+            )
+        reason = self._at_cap(nbytes)
+        if reason is not None:
+            self.stats["wal_full_waits"] += 1
+            deadline = time.monotonic() + self.backpressure_timeout
+            if self.on_full is not None:
+                self.on_full(reason)
+            while reason is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreFullError(
+                        f"WAL full: {reason}; waited {self.backpressure_timeout}s "
+                        "(retention.backpressure_timeout) for finalized segments to free WAL space"
+                    )
+                self.space.wait(min(left, 0.5))
+                reason = self._at_cap(nbytes)
+        if self.size > HEADER_LEN and self.size + nbytes > self.config.rotation_size:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        self.fs.fdatasync(self.fd)
+        self.fs.close(self.fd)
+        self.fd = -1
+        gen = self.generation
+        self.fs.rename(os.path.join(self.wal_dir, ACTIVE), os.path.join(self.wal_dir, chunk_name(gen)))
+        self.chunks[gen] = self.size
+        self.generation = gen + 1
+        self._rewrite_at = None
+        self._create_active()  # also fsyncs the directory, making the rename durable
+        self.stats["rotations"] += 1
+
+    # -- truncation -----------------------------------------------------------------------------
+    def truncate_to(self, pos: Position) -> None:
+        """Everything before `pos` is in durable segments: persist the sidecar, reclaim space."""
+        with self.lock:
+            gen, off = pos.generation, pos.offset
+            if gen in self.chunks and off - self._shift.get(gen, 0) >= self.chunks[gen]:
+                later = [g for g in self.chunks if g > gen]
+                gen, off = (min(later), HEADER_LEN) if later else (self.generation, HEADER_LEN)
+            phys = off - self._shift.get(gen, 0)
+            point = sidecar.TruncatePoint(phys, gen)
+            if self._sidecar is not None and (self._sidecar.generation, self._sidecar.offset) >= (gen, phys):
+                return
+            sidecar.write(self.fs, self.wal_dir, point)
+            self._sidecar = point
+            dead = [g for g in self.chunks if g < gen]
+            for g in dead:
+                self.fs.unlink(os.path.join(self.wal_dir, chunk_name(g)))
+                del self.chunks[g]
+                self._reclaimed.pop(g, None)
+                self._shift.pop(g, None)
+                self.stats["chunks_deleted"] += 1
+            if dead:
+                self.fs.fsync_dir(self.wal_dir)
+            if gen == self.generation:
+                self._reclaim_active(phys)
+            self.space.notify_all()
+
+    def _reclaim_active(self, phys: int) -> None:
+        done = HEADER_LEN + self._reclaimed.get(self.generation, 0)
+        if phys - done < RECLAIM_THRESHOLD:
+            return
+        if self.punch_supported:
+            try:
+                self.fs.punch_hole(self.fd, done, phys - done)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    raise
+                self.punch_supported = False
+            else:
+                self._reclaimed[self.generation] = phys - HEADER_LEN
+                self.stats["holes_punched"] += 1
+                return
+        self._rewrite_at = phys  # done by the next append, which owns the file exclusively
+
+    def _rewrite(self) -> None:
+        """Copy the needed tail into a fresh file, as the seed describes, where holes are unsupported."""
+        cut = self._rewrite_at
+        self._rewrite_at = None
+        if cut is None or cut <= HEADER_LEN:
+            return
+        src = os.path.join(self.wal_dir, ACTIVE)
+        tmp = src + ".new"
+        reader = self.fs.open(src, os.O_RDONLY)
+        try:
+            tail = self.fs.pread(reader, self.size - cut, cut)
+        finally:
+            self.fs.close(reader)
+        fd = self.fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            self.fs.write(fd, encode_header(self.cfg_hash) + tail)
+            self.fs.fdatasync(fd)
+        except BaseException:
+            self.fs.close(fd)
+            self.fs.unlink(tmp)
+            raise
+        # Offset HEADER_LEN is right for the new file and safe for the old one (replay skips entries
+        # already in segments by sequence number), so a crash on either side of the rename is fine.
+        point = sidecar.TruncatePoint(HEADER_LEN, self.generation)
+        sidecar.write(self.fs, self.wal_dir, point)
+        self._sidecar = point
+        self.fs.rename(tmp, src)
+        self.fs.fsync_dir(self.wal_dir)
+        self.fs.close(self.fd)
+        self.fd = fd
+        self._shift[self.generation] = self._shift.get(self.generation, 0) + cut - HEADER_LEN
+        self.size = HEADER_LEN + len(tail)
+        self.stats["rewrites"] += 1
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                self.fs.close(self.fd)
+                self.fd = -1
