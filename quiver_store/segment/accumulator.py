@@ -1,10 +1,14 @@
 """The open segment: per-(slot, schema fingerprint) stream accumulators fed straight from the
 ingested batches, plus the batch manifest that maps every bundle back to its chunks.
 
-Nothing is serialized here. Chunks are kept as the ingested (zero-copy) batches; the writer
-unifies dictionaries and coalesces consecutive chunks into larger IPC record batches at
-finalize. ``serialized_size`` is maintained incrementally from IPC message sizes
-(``pa.ipc.get_record_batch_size``), not from in-memory sizes.
+Nothing is serialized here. Chunks are kept as the ingested (zero-copy) batches. Each chunk is
+placed at append time into a record batch of its stream: consecutive chunks share one record batch
+until it would exceed COALESCE_ROWS rows or COALESCE_BYTES bytes, and the writer concatenates them
+(fewer IPC messages; the manifest addresses (stream, batch, row offset, row count)).
+``serialized_size`` follows that layout incrementally: each chunk adds the bytes of its (sliced)
+buffers, which is the body IPC writes for it, each record batch its IPC metadata size
+(``pa.ipc.get_record_batch_size`` of an empty batch) and alignment padding, each stream its schema
+and unified dictionaries once.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from .dictionary import DictionaryUnion, Path, dictionary_paths, leaf_dictionary
 IPC_FILE_OVERHEAD = 8 + 8 + 10 + 63  # leading magic+pad, EOS, footer size+magic, alignment padding
 IPC_BLOCK_BYTES = 24  # one footer Block entry per record batch or dictionary batch
 IPC_MESSAGE_OVERHEAD = 136  # flatbuffer metadata of a dictionary batch holding one array (upper bound)
+COALESCE_ROWS = 65_536  # a record batch takes no more chunks once it holds this many rows ...
+COALESCE_BYTES = 4 << 20  # ... or this many in-memory bytes
 
 
 @dataclass
@@ -34,10 +40,36 @@ class StreamAccumulator:
     schema: pa.Schema
     paths: list[Path]
     chunks: list[pa.RecordBatch] = field(default_factory=list)
+    placements: list[tuple[int, int]] = field(default_factory=list)  # per chunk: (record batch, row offset)
     rows: int = 0
+    batches: int = 0  # record batches the chunks are coalesced into
+    _batch_rows: int = 0
+    _batch_nbytes: int = 0
+    _message_bytes: int = -1  # IPC metadata of one record batch of this schema (0 rows)
+    _padding: int = 0  # expected alignment padding of one chunk's buffers, absent once concatenated
     dictionaries: dict[Path, DictionaryUnion] = field(default_factory=dict)
     batch_bytes: int = 0
     dictionary_bytes: int = 0
+
+    def place(self, batch: pa.RecordBatch, dictionary_nbytes: int) -> int:
+        """Record where `batch` goes; return the IPC bytes it adds: its buffers' bytes (the body
+        IPC writes, dictionaries excluded: they are written once per stream) plus, when it opens a
+        record batch, that batch's IPC metadata and expected alignment padding."""
+        if self._message_bytes < 0:
+            self._message_bytes = pa.ipc.get_record_batch_size(batch.slice(0, 0))
+            self._padding = 4 * sum(len(c.buffers()) for c in batch.columns)
+        n, nbytes = batch.num_rows, batch.nbytes
+        added = max(0, nbytes - dictionary_nbytes)
+        if not self.batches or self._batch_rows + n > COALESCE_ROWS or self._batch_nbytes + nbytes > COALESCE_BYTES:
+            self.batches += 1
+            self._batch_rows = self._batch_nbytes = 0
+            added += self._message_bytes + IPC_BLOCK_BYTES + self._padding
+        self.placements.append((self.batches - 1, self._batch_rows))
+        self.chunks.append(batch)
+        self.rows += n
+        self._batch_rows += n
+        self._batch_nbytes += nbytes
+        return added
 
     @property
     def serialized_size(self) -> int:
@@ -133,9 +165,8 @@ class OpenSegment:
                 self._current[(slot, fp)] = stream
                 self.serialized_size += stream.serialized_size
             before = stream.batch_bytes + stream.dictionary_bytes
-            stream.chunks.append(batch)
-            stream.rows += batch.num_rows
-            stream.batch_bytes += pa.ipc.get_record_batch_size(batch) + IPC_BLOCK_BYTES
+            dict_nbytes = sum(leaf_dictionary(batch, p).nbytes for p in stream.paths) if stream.paths else 0
+            stream.batch_bytes += stream.place(batch, dict_nbytes)
             if unions:
                 if any(unions[p] is not stream.dictionaries.get(p) for p in unions):
                     stream.dictionary_bytes = _dictionary_bytes(unions)

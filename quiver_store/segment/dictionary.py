@@ -208,5 +208,16 @@ def unify_chunks(
             out.append(pa.RecordBatch.from_arrays(cols, schema=target))
         return target, out
     cast = [c.cast(target) if target != schema else pa.RecordBatch.from_arrays(c.columns, schema=target) for c in chunks]
-    table = pa.Table.from_batches(cast, schema=target).unify_dictionaries()
-    return target, table.to_batches()
+    filled = [c for c in cast if c.num_rows]
+    if not filled:  # only empty chunks: give them all the first one's dictionaries
+        return target, [cast[0]] * len(cast)
+    unified = iter(pa.Table.from_batches(filled, schema=target).unify_dictionaries().to_batches())
+    empty = None
+    out = []
+    for c in cast:
+        if c.num_rows:
+            out.append(next(unified))
+        else:  # Table.to_batches drops empty chunks; give them the unified dictionaries too
+            empty = empty or pa.Table.from_batches(filled[:1], schema=target).unify_dictionaries().to_batches()[0]
+            out.append(empty.slice(0, 0))
+    return target, out

@@ -307,6 +307,18 @@ class SegmentReader:
         for i in range(self.info.bundle_count):
             yield self.bundle(i, wanted)
 
+    def slot_refs(self, slot: int) -> Iterator[tuple[int, int, int, int]]:
+        """(stream_id, batch, row_offset, row_count) of every chunk of `slot`, in bundle order."""
+        for k in np.flatnonzero(self._ref_slots == slot):
+            sid, batch, row_offset, row_count = (int(v) for v in self._refs[k])
+            yield sid, batch, row_offset, row_count
+
+    def record_batch(self, stream_id: int, index: int) -> pa.RecordBatch:
+        """Record batch `index` of a stream, as stored (zero-copy)."""
+        if not 0 <= stream_id < self.info.stream_count or not 0 <= index < self.info.streams[stream_id].batches:
+            raise QuiverError(f"{self.path}: no record batch {index} in stream {stream_id}")
+        return self._batch(stream_id, index)
+
     def stream_batches(self, stream_id: int) -> list[pa.RecordBatch]:
         """Every record batch of one stream, as stored (zero-copy)."""
         reader = self._stream_reader(stream_id)

@@ -9,12 +9,16 @@ A column missing from some stream is nullable. Conforming reorders, adds null co
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.types as pat
 
 from ..errors import QuiverError
+from ..fs import DEFAULT_FS, FileSystem
+from .info import SegmentInfo
+from .reader import SegmentReader
 
 
 def _wider_index(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -104,3 +108,69 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         except pa.ArrowException as e:
             raise QuiverError(f"column {f.name!r} cannot be conformed to {f.type}: {e}") from None
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _readers(segments: Iterable[SegmentReader | str], fs: FileSystem) -> tuple[list[SegmentReader], list[SegmentReader]]:
+    """(all readers, the ones opened here and to be closed by the caller)."""
+    readers, opened = [], []
+    for seg in segments:
+        if isinstance(seg, SegmentReader):
+            readers.append(seg)
+        else:
+            reader = SegmentReader.open(seg, fs=fs)
+            readers.append(reader)
+            opened.append(reader)
+    return readers, opened
+
+
+def slot_schema(segments: Iterable[SegmentReader | SegmentInfo], slot: int) -> pa.Schema | None:
+    """Representative schema of `slot` across segments (from their metadata), None if absent."""
+    infos = [s.info if isinstance(s, SegmentReader) else s for s in segments]
+    found = [i.representative_schemas[slot] for i in infos if slot in i.representative_schemas]
+    return representative_schema(found) if found else None
+
+
+def _slot_batches(reader: SegmentReader, slot: int) -> Iterator[pa.RecordBatch]:
+    """The slot's batches in bundle order, merging runs of contiguous rows of one record batch."""
+    run: tuple[int, int, int, int] | None = None  # stream, batch, first row, row count
+    for sid, batch, row_offset, row_count in reader.slot_refs(slot):
+        if run is not None and run[:2] == (sid, batch) and run[2] + run[3] == row_offset:
+            run = (sid, batch, run[2], run[3] + row_count)
+            continue
+        if run is not None:
+            yield reader.record_batch(run[0], run[1]).slice(run[2], run[3])
+        run = (sid, batch, row_offset, row_count)
+    if run is not None:
+        yield reader.record_batch(run[0], run[1]).slice(run[2], run[3])
+
+
+def load_batches(
+    segments: Iterable[SegmentReader | str], slot: int, *, schema: pa.Schema | None = None, fs: FileSystem = DEFAULT_FS
+) -> tuple[pa.Schema, list[pa.RecordBatch]]:
+    """Every row of `slot` in the segments (in segment then bundle order), conformed to `schema`
+    (default: the representative schema across the segments)."""
+    readers, opened = _readers(segments, fs)
+    try:
+        target = schema or slot_schema(readers, slot)
+        if target is None:
+            raise QuiverError(f"slot {slot} has no stream in the {len(readers)} segment(s) given")
+        return target, [conform_batch(b, target) for r in readers for b in _slot_batches(r, slot)]
+    finally:
+        for r in opened:
+            r.close()
+
+
+def load_table(
+    segments: Iterable[SegmentReader | str], slot: int, *, schema: pa.Schema | None = None, fs: FileSystem = DEFAULT_FS
+) -> pa.Table:
+    """Whole segments as one pyarrow.Table per slot under the representative schema."""
+    target, batches = load_batches(segments, slot, schema=schema, fs=fs)
+    return pa.Table.from_batches(batches, schema=target)
+
+
+def load_dataset(
+    segments: Iterable[SegmentReader | str], slot: int, *, schema: pa.Schema | None = None, fs: FileSystem = DEFAULT_FS
+) -> ds.Dataset:
+    """Whole segments as one in-memory pyarrow.dataset per slot (filter / project / to_table)."""
+    target, batches = load_batches(segments, slot, schema=schema, fs=fs)
+    return ds.InMemoryDataset(batches, schema=target)

@@ -1,8 +1,8 @@
 """Finalize an OpenSegment into an immutable segment file (layout: format.py, docs/formats.md).
 
 Each stream's chunks are unified against one dictionary per dictionary column, consecutive
-chunks are coalesced into record batches of up to COALESCE_ROWS rows / COALESCE_BYTES bytes
-(fewer IPC messages, the manifest addresses (stream, batch, row offset, row count)), and the
+chunks are concatenated into the record batches the accumulator placed them in (fewer IPC
+messages; the manifest addresses (stream, batch, row offset, row count)), and the
 stream is written as one Arrow IPC *file* at a 64-byte aligned offset. The file is written to
 ``path + ".tmp"``, fsynced, renamed and its directory fsynced. The OpenSegment is only read.
 """
@@ -27,33 +27,15 @@ from .dictionary import unify_chunks
 from .info import SegmentInfo, StreamInfo
 from .schema_view import representative_schema
 
-COALESCE_ROWS = 65_536  # a coalesced record batch stops growing at this many rows ...
-COALESCE_BYTES = 4 << 20  # ... or this many in-memory bytes
 
-
-def _coalesce(chunks: list[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], list[tuple[int, int]]]:
-    """Group consecutive chunks into record batches; return them and each chunk's (batch, row offset)."""
-    batches: list[pa.RecordBatch] = []
-    where: list[tuple[int, int]] = []
-    group: list[pa.RecordBatch] = []
-    rows = size = 0
-
-    def close() -> None:
-        nonlocal group, rows, size
-        if group:
-            batches.append(group[0] if len(group) == 1 else pa.concat_batches(group))
-            group, rows, size = [], 0, 0
-
-    for chunk in chunks:
-        n, b = chunk.num_rows, chunk.nbytes
-        if group and (rows + n > COALESCE_ROWS or size + b > COALESCE_BYTES):
-            close()
-        where.append((len(batches), rows))
-        group.append(chunk)
-        rows += n
-        size += b
-    close()
-    return batches, where
+def _coalesce(chunks: list[pa.RecordBatch], placements: list[tuple[int, int]]) -> list[pa.RecordBatch]:
+    """Concatenate the chunks that share a record batch (placements come from the accumulator)."""
+    groups: list[list[pa.RecordBatch]] = []
+    for chunk, (batch, _) in zip(chunks, placements):
+        if batch == len(groups):
+            groups.append([])
+        groups[batch].append(chunk)
+    return [g[0] if len(g) == 1 else pa.concat_batches(g) for g in groups]
 
 
 def _column(batch: pa.RecordBatch, dotted: str) -> pa.Array | None:
@@ -195,7 +177,7 @@ def _write_stream(
     out: _Out, acc: StreamAccumulator, event_column: str | None
 ) -> tuple[StreamInfo, pa.Schema, list[tuple[int, int]]]:
     schema, chunks = unify_chunks(acc.schema, acc.chunks, acc.dictionaries)
-    batches, where = _coalesce(chunks)
+    batches = _coalesce(chunks, acc.placements)
     try:
         data = _ipc_file(schema, batches)
     except pa.ArrowException as e:
@@ -217,7 +199,7 @@ def _write_stream(
         event_time_min_ns=event[0] if event else None,
         event_time_max_ns=event[1] if event else None,
     )
-    return info, schema, where
+    return info, schema, acc.placements
 
 
 def _representative(streams: tuple[StreamAccumulator, ...], schemas: dict[int, pa.Schema]) -> dict[int, pa.Schema]:
