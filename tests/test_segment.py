@@ -14,7 +14,7 @@ from quiver_store.config import SegmentConfig
 from quiver_store.errors import QuiverError
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.segment import OpenSegment, SegmentReader, write_segment
-from tests.segment_helpers import attrs, dict_array, logs_l1, logs_l2, plain, same_values
+from tests.test_segment_support import attrs, dict_array, logs_l1, logs_l2, plain, same_values
 
 LOGS, LOG_ATTRS, SCOPE_ATTRS, RESOURCE_ATTRS = 30, 31, 2, 1
 
