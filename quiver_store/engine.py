@@ -88,6 +88,30 @@ def list_segment_seqs(fs: FileSystem, segments_dir: str) -> list[int]:
     return sorted(out)
 
 
+def newest_covered_sequence(fs: FileSystem, segments_dir: str, info_of: Callable[[int], SegmentInfo] | None = None) -> int:
+    """Highest WAL sequence recorded by the newest readable segment (-1 if none).
+
+    Replay skips WAL entries at or below it: they are already in a durable segment, even when a
+    crash came between the segment's rename and the sidecar update.
+    """
+    from .segment.reader import SegmentReader
+
+    def read_info(seq: int) -> SegmentInfo:
+        with SegmentReader.open(segment_path(segments_dir, seq), fs=fs) as reader:
+            return reader.info
+
+    for seq in reversed(list_segment_seqs(fs, segments_dir)):
+        try:
+            info = (info_of or read_info)(seq)
+        except QuiverError as exc:
+            log.warning("segment %d unreadable while looking for the WAL floor: %s", seq, exc)
+            continue
+        value = info.metadata.get(META_WAL_LAST)
+        if value is not None and value.lstrip("-").isdigit():
+            return int(value)
+    return -1
+
+
 def core_path(root: str, core: int) -> str:
     """Directory of core `core`'s store under a shared root."""
     return os.path.join(root, f"core_{core}")
@@ -195,7 +219,7 @@ class QuiverStore:
         highest = max(self._segment_sizes, default=-1)
         self._next_segment_seq = max(floor.next_segment, highest + 1)
         self._floor_written = floor.next_segment
-        covered = max(floor.wal_covered - 1, self._newest_covered_sequence())
+        covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, self.segments_dir, self._segment_info))
         self._wal_covered = covered
         # WAL: plan, act, then build the writer over what is left.
         plan = replay.plan_recovery(fs, self.wal_dir, self.layout.cfg_hash, cfg.wal.recovery, covered)
@@ -254,19 +278,6 @@ class QuiverStore:
             self.stats_counters["replayed_entries"] += 1
         self._wait_applied()
         self.stats_counters["replay_seconds"] = time.perf_counter() - t
-
-    def _newest_covered_sequence(self) -> int:
-        """Highest WAL sequence recorded by the newest readable segment (-1 if none)."""
-        for seq in sorted(self._segment_sizes, reverse=True):
-            try:
-                info = self._segment_info(seq)
-            except QuiverError as exc:
-                log.warning("segment %d unreadable while looking for the WAL floor: %s", seq, exc)
-                continue
-            value = info.metadata.get(META_WAL_LAST)
-            if value is not None and value.lstrip("-").isdigit():
-                return int(value)
-        return -1
 
     def _record_plan(self, plan: replay.RecoveryPlan) -> None:
         c = self.stats_counters

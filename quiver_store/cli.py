@@ -1,0 +1,282 @@
+"""`quiver` command line: inspect, verify, dump and replay a store directory (all read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+
+from . import seq_floor
+from .engine import list_segment_seqs, newest_covered_sequence, segment_path
+from .errors import CorruptionError, QuiverError
+from .fs import DEFAULT_FS, FileSystem
+from .segment.reader import SegmentReader
+from .wal import sidecar
+from .wal.format import HEADER_LEN, decode_header
+from .wal.reader import Damage, scan
+from .wal.replay import plan_recovery
+from .wal.rotation import ACTIVE, chunk_name, list_chunks
+
+
+def _ts(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _dirs(path: str) -> tuple[str, str]:
+    if not os.path.isdir(path):
+        raise QuiverError(f"{path} is not a directory (expected a Quiver store with wal/ and segments/)")
+    return os.path.join(path, "wal"), os.path.join(path, "segments")
+
+
+def _wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
+    """(generation, path) oldest first; the active file's generation is not needed here."""
+    if not fs.exists(wal_dir):
+        return []
+    files: list[tuple[int | None, str]] = [(g, os.path.join(wal_dir, chunk_name(g))) for g in list_chunks(fs, wal_dir)]
+    active = os.path.join(wal_dir, ACTIVE)
+    if fs.exists(active):
+        files.append((None, active))
+    return files
+
+
+# -- inspect ---------------------------------------------------------------------------------------
+def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
+    wal_dir, seg_dir = _dirs(args.path)
+    wal = Table(title=f"WAL of {args.path}")
+    for col in ("file", "size", "header"):
+        wal.add_column(col)
+    for _, path in _wal_files(fs, wal_dir):
+        data = fs.read_file(path)
+        try:
+            h = decode_header(data[:HEADER_LEN], path)
+            desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
+        except CorruptionError as exc:
+            desc = f"[red]{exc}"
+        wal.add_row(os.path.basename(path), _size(len(data)), desc)
+    point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
+    wal.caption = f"sidecar: {point}" if point else f"sidecar: {problem or 'none'}"
+    console.print(wal)
+    seqs = list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []
+    segs = Table(title=f"{len(seqs)} segments")
+    for col in ("seq", "bundles", "streams", "rows", "size", "ingestion time min", "ingestion time max", "reason"):
+        segs.add_column(col, justify="right" if col in ("seq", "bundles", "streams", "rows", "size") else "left")
+    streams = Table(title="streams")
+    for col in ("seq", "stream", "slot", "fingerprint", "rows", "chunks", "bytes", "event time", "columns"):
+        streams.add_column(col)
+    schemas: dict[int, pa.Schema] = {}
+    bad = 0
+    for seq in seqs:
+        try:
+            with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
+                info = reader.info
+        except QuiverError as exc:
+            segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", f"[red]{exc}")
+            bad += 1
+            continue
+        segs.add_row(
+            str(seq), str(info.bundle_count), str(info.stream_count), str(info.rows), _size(info.size_bytes),
+            _ts(info.ingestion_time_min_ns), _ts(info.ingestion_time_max_ns), info.metadata.get("quiver.finalize_reason", ""),
+        )
+        for st in info.streams:
+            ev = "-" if st.event_time_min_ns is None else f"{_ts(st.event_time_min_ns)} .. {_ts(st.event_time_max_ns)}"
+            streams.add_row(
+                str(seq), str(st.stream_id), str(st.slot), st.fingerprint.hex()[:16], str(st.rows), str(st.chunks),
+                _size(st.bytes), ev, str(len(st.present_columns)),
+            )
+        schemas.update(info.representative_schemas)
+    console.print(segs)
+    if args.streams:
+        console.print(streams)
+    if args.schemas:
+        for slot, schema in sorted(schemas.items()):
+            console.print(f"[bold]slot {slot}[/bold] representative schema (newest segment):\n{schema}\n")
+    return 1 if bad else 0
+
+
+# -- verify ----------------------------------------------------------------------------------------
+def _verify_wal_file(fs: FileSystem, path: str) -> tuple[int, list[str]]:
+    data = fs.read_file(path)
+    try:
+        h = decode_header(data, path)
+    except CorruptionError as exc:
+        return 0, [str(exc)]
+    if h.version != 1 or h.reserved != 0:
+        return 0, [f"{path} at offset 10: unsupported WAL version {h.version} / reserved {h.reserved}"]
+    entries, errors = 0, []
+    for item in scan(memoryview(data), HEADER_LEN, resync=True):
+        if isinstance(item, Damage):
+            if item.kind != "hole":
+                what = "corrupt entry" if item.kind == "corrupt" else "invalid tail (torn write or corruption)"
+                errors.append(f"{path} at offset {item.offset}: {what}: {item.reason} ({item.length} bytes)")
+        else:
+            entries += 1
+    return entries, errors
+
+
+def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
+    wal_dir, seg_dir = _dirs(args.path)
+    errors: list[str] = []
+    table = Table(title=f"verify {args.path}")
+    for col in ("file", "checked", "result"):
+        table.add_column(col)
+    for _, path in _wal_files(fs, wal_dir):
+        n, errs = _verify_wal_file(fs, path)
+        errors += errs
+        table.add_row(os.path.relpath(path, args.path), f"{n} entries", "[red]CORRUPT" if errs else "[green]ok")
+    side = os.path.join(wal_dir, sidecar.NAME)
+    if fs.exists(side):
+        point, problem = sidecar.read(fs, wal_dir)
+        if point is None:
+            errors.append(f"{side} at offset 0: {problem}")
+        table.add_row(os.path.relpath(side, args.path), "32 bytes", "[red]CORRUPT" if point is None else "[green]ok")
+    floor_path = os.path.join(seg_dir, seq_floor.NAME)
+    if fs.exists(floor_path):
+        _, problem = seq_floor.read(fs, seg_dir)
+        if problem:
+            errors.append(f"{floor_path} at offset 0: {problem}")
+        table.add_row(os.path.relpath(floor_path, args.path), "32 bytes", "[red]CORRUPT" if problem else "[green]ok")
+    for seq in list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []:
+        path = segment_path(seg_dir, seq)
+        try:
+            with SegmentReader.open(path, fs=fs) as reader:
+                reader.verify()
+                n = reader.info.bundle_count
+        except CorruptionError as exc:
+            where = "" if exc.path else f"{path}: "
+            errors.append(f"{where}{exc}")
+            table.add_row(os.path.relpath(path, args.path), "-", "[red]CORRUPT")
+            continue
+        table.add_row(os.path.relpath(path, args.path), f"{n} bundles", "[green]ok")
+    console.print(table)
+    for e in errors:
+        console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+    return 1 if errors else 0
+
+
+# -- dump ------------------------------------------------------------------------------------------
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
+    _, seg_dir = _dirs(args.path)
+    seqs = list_segment_seqs(fs, seg_dir)
+    if args.segment is not None:
+        if args.segment not in seqs:
+            raise QuiverError(f"no segment {args.segment} in {seg_dir} (segments: {seqs[:10]}{'...' if len(seqs) > 10 else ''})")
+        seqs = [args.segment]
+    if args.format == "arrow":
+        if not args.output:
+            raise QuiverError("--format arrow writes one Arrow IPC file per bundle slot: give --output DIR")
+        os.makedirs(args.output, exist_ok=True)
+    out = sys.stdout
+    for seq in seqs:
+        with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
+            for index, bundle in enumerate(reader.bundles()):
+                if args.format == "json":
+                    row = {
+                        "segment": seq,
+                        "bundle": index,
+                        "ingestion_time_ns": bundle.ingestion_time_ns,
+                        "slots": {str(s): b.to_pylist() for s, b in bundle.slots.items()},
+                    }
+                    out.write(json.dumps(row, default=_json_default) + "\n")
+                    continue
+                for slot, batch in bundle.slots.items():
+                    target = os.path.join(args.output, f"seg{seq:016d}_bundle{index:06d}_slot{slot:02d}.arrow")
+                    with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+                        w.write_batch(batch)
+    return 0
+
+
+# -- replay ----------------------------------------------------------------------------------------
+def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
+    wal_dir, seg_dir = _dirs(args.path)
+    files = _wal_files(fs, wal_dir)
+    if not files:
+        console.print(f"{wal_dir}: no WAL files; recovery would start an empty log")
+        return 0
+    cfg_hash = decode_header(fs.read_file(files[0][1])[:HEADER_LEN], files[0][1]).cfg_hash
+    floor, _ = seq_floor.read(fs, seg_dir) if fs.exists(seg_dir) else (seq_floor.SequenceFloor(), None)
+    covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, seg_dir) if fs.exists(seg_dir) else -1)
+    try:
+        plan = plan_recovery(fs, wal_dir, cfg_hash, args.recovery, covered)
+    except CorruptionError as exc:
+        console.print(f"[red]recovery mode {args.recovery!r} would refuse to open:[/red] {exc}", soft_wrap=True)
+        return 2
+    console.print(f"sidecar: {plan.sidecar_point or 'none'}" + (f" ({plan.sidecar_problem})" if plan.sidecar_problem else ""))
+    console.print(f"entries already in segments: WAL sequence <= {covered}")
+    table = Table(title=f"what recovery ({args.recovery}) would do — nothing is modified")
+    for col in ("file", "scan from", "valid entries", "in segments", "unknown type", "hole bytes", "last seq"):
+        table.add_column(col)
+    for f in plan.files:
+        table.add_row(
+            os.path.basename(f.path), str(f.start), str(f.valid), str(f.covered), str(f.unknown), str(f.holes),
+            "-" if f.last_sequence is None else str(f.last_sequence),
+        )
+    console.print(table)
+    console.print(f"entries to replay into the open segment: {len(plan.entries)}")
+    if plan.torn:
+        console.print(f"torn tail: {plan.torn[0]} at offset {plan.torn[1]} ({plan.torn[2]} bytes) — a normal end of log")
+    for err in plan.corruptions:
+        console.print(f"[red]corruption:[/red] {err}", soft_wrap=True)
+    for act in plan.actions:
+        console.print(f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}", soft_wrap=True)
+    console.print(f"bytes that would be quarantined: {plan.quarantined_bytes}")
+    return 1 if plan.corruptions else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="quiver", description="Inspect and check a Quiver store (read-only).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inspect", help="segments, streams, schemas, time ranges and sizes")
+    p.add_argument("path")
+    p.add_argument("--streams", action="store_true", help="also list every stream of every segment")
+    p.add_argument("--schemas", action="store_true", help="print the representative schema of each slot")
+    p = sub.add_parser("verify", help="full checksum pass; non-zero exit naming file and offset on damage")
+    p.add_argument("path")
+    p = sub.add_parser("dump", help="bundles as JSON lines (stdout) or Arrow IPC files")
+    p.add_argument("path")
+    p.add_argument("--format", choices=("json", "arrow"), default="json")
+    p.add_argument("--segment", type=int, default=None, help="only this segment sequence number")
+    p.add_argument("--output", help="directory for --format arrow")
+    p = sub.add_parser("replay", help="what WAL recovery would do (read-only)")
+    p.add_argument("path")
+    p.add_argument("--recovery", choices=("point_in_time", "skip_corrupt", "strict"), default="point_in_time")
+    args = parser.parse_args(argv)
+    console = Console(width=max(Console().width, 120))
+    handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]
+    try:
+        return handler(args, console, DEFAULT_FS)
+    except QuiverError as exc:
+        Console(stderr=True).print(f"[red]quiver {args.command}:[/red] {exc}", soft_wrap=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
