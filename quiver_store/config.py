@@ -86,6 +86,7 @@ class RetentionConfig:
     size_cap_policy: SizeCapPolicy = "backpressure"
     backpressure_timeout: float = 30.0  # seconds ingest blocks at the cap before StoreFullError
     steady_state_headroom: int = 0  # bytes of fully processed segments kept as a local spool
+    maintenance_interval: float = 1.0  # seconds between sweeps (orphans, max_age, cleanup, checkpoint)
 
     def __post_init__(self) -> None:
         _positive("retention.max_age", self.max_age, allow_none=True)
@@ -93,6 +94,7 @@ class RetentionConfig:
         _choice("retention.size_cap_policy", self.size_cap_policy, ("backpressure", "drop_oldest"))
         _positive("retention.backpressure_timeout", self.backpressure_timeout, allow_zero=True)
         _positive("retention.steady_state_headroom", self.steady_state_headroom, allow_zero=True)
+        _positive("retention.maintenance_interval", self.maintenance_interval)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ from .layout import DEFAULT_LAYOUT, Layout
 from .segment.accumulator import OpenSegment
 from .segment.info import SegmentInfo
 from .segment.writer import write_segment
+from .subscriber.hub import SubscriberHub
+from .subscriber.subscription import Subscription
 from .wal import replay
 from .wal.bundle_codec import BundleEncoder, decode_bundle
 from .wal.format import HEADER_LEN
@@ -180,6 +182,14 @@ class QuiverStore:
         except BaseException:
             self._release_lock()
             raise
+        # -- subscribers, ack log, retention (quiver_store/subscriber/hub.py) --
+        try:
+            self._hub = SubscriberHub.open(self, path, config, fs=fs)
+        except BaseException:
+            self._shutdown()
+            raise
+        self._hub.start(f"quiver-maintenance[{path}]")
+        # -- end subscribers --
         self.stats_counters["open_seconds"] = time.perf_counter() - t0
 
     def _acquire_lock(self) -> None:
@@ -310,6 +320,7 @@ class QuiverStore:
             raise QuiverError("cannot ingest a bundle without any slot")
         self.layout.check_slots(bundle.slots)
         self._check_schemas(bundle)
+        self._hub.before_ingest(sum(b.nbytes for b in bundle.slots.values()))  # size cap (retention.py)
         bitmap, slots_bytes = self._encoder.encode(bundle)
         self._admit()
         ts = bundle.ingestion_time_ns
@@ -557,6 +568,10 @@ class QuiverStore:
             self.finalize_now("close")
         except BaseException as exc:  # the data stays in the WAL and is replayed on the next open
             error = exc
+        try:
+            self._hub.close()  # flush + checkpoint the ack log; wakes blocked subscribers
+        except BaseException as exc:
+            error = error or exc
         self._shutdown()
         if error is not None:
             raise QuiverError(f"store {self.path} closed without finalizing its open segment (kept in the WAL): {error}") from error
@@ -573,6 +588,7 @@ class QuiverStore:
 
     def _abandon(self) -> None:
         """Test support: stop without finalizing, as a crash would (the WAL is left as written)."""
+        self._hub.abandon()
         with self._cv:
             self._stopping = True
             self._sealed.clear()
@@ -613,6 +629,22 @@ class QuiverStore:
             with SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs) as reader:
                 for index, bundle in enumerate(reader.bundles()):
                     yield seq, index, bundle
+
+    # -- subscribers (quiver_store/subscriber/) ------------------------------------------------------
+    def subscribe(self, name: str, start: str = "earliest") -> Subscription:
+        """Register (or resume) subscriber `name`; see docs/user-guide.md, "Subscribers"."""
+        self._check_open()
+        return self._hub.subscribe(name, start)  # type: ignore[arg-type]
+
+    def unsubscribe(self, name: str) -> None:
+        """Remove subscriber `name` durably and release the segments it pinned."""
+        self._check_open()
+        self._hub.unsubscribe(name)
+
+    def maintain(self) -> None:
+        """Run retention now (orphans, max_age, steady-state cleanup, ack log checkpoint)."""
+        self._check_open()
+        self._hub.tick()
 
     # -- hooks for retention and subscribers --------------------------------------------------------
     def add_finalize_listener(self, fn: Callable[[SegmentInfo], None]) -> None:
@@ -663,4 +695,7 @@ class QuiverStore:
         out["pending_finalize"] = len(self._sealed)
         out["finalize_failing"] = self._finalize_error is not None
         out["corruption_reports"] = list(self.corruption_reports)
+        if hasattr(self, "_hub"):
+            out.update(self._hub.metrics())
+            out["subscribers"] = self._hub.describe()
         return out

@@ -379,6 +379,14 @@ class AckLog:
             self._flushing = False
             self._cond.notify_all()
 
+    def abandon(self) -> None:
+        """Drop buffered (unreturned) records and close the file, as a crash would."""
+        with self._lock:
+            self._buf.clear()
+            self._closed = True
+            self._cond.notify_all()
+        self.fs.close(self._fd)
+
     def close(self) -> None:
         """Flush and fdatasync every buffered record (acks are never lost on a clean close)."""
         if self._closed:

@@ -6,6 +6,7 @@ The engine calls it at open, before each ingest, on its timer and at close; ever
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -14,6 +15,8 @@ from ..fs import DEFAULT_FS, FileSystem
 from ..retention import Retention, StoreHooks, core_label
 from .registry import BundleReader, SegmentRef, Start, SubscriberRegistry
 from .subscription import Subscription
+
+log = logging.getLogger("quiver_store")
 
 
 class _EngineHooks(StoreHooks):
@@ -34,11 +37,30 @@ def _open_reader(fs: FileSystem):  # type: ignore[no-untyped-def]
 class SubscriberHub:
     """Subscribers + retention of one core's store."""
 
-    def __init__(self, registry: SubscriberRegistry, retention: Retention) -> None:
+    def __init__(self, registry: SubscriberRegistry, retention: Retention, interval: float) -> None:
         self.registry = registry
         self.retention = retention
         self._closed = False
         self._close_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._interval = interval
+        self._thread: threading.Thread | None = None
+        self.maintenance_errors = 0
+        self.last_maintenance_error: str | None = None
+
+    def start(self, name: str = "quiver-maintenance") -> None:
+        """Run `tick` every `retention.maintenance_interval` seconds on a daemon thread."""
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.tick()
+            except Exception as exc:  # keep maintaining; the error shows in metrics
+                self.maintenance_errors += 1
+                self.last_maintenance_error = repr(exc)
+                log.exception("subscriber maintenance failed")
 
     @classmethod
     def open(
@@ -84,7 +106,7 @@ class SubscriberHub:
         retention = Retention(config, store, registry, core_id=core_label(directory))
         registry.on_processed = retention.on_processed
         retention.delete_stale(stale)
-        hub = cls(registry, retention)
+        hub = cls(registry, retention, config.retention.maintenance_interval)
         retention.sweep()
         return hub
 
@@ -108,6 +130,7 @@ class SubscriberHub:
     def metrics(self) -> dict[str, Any]:
         out = self.registry.metrics()
         out.update(self.retention.metrics())
+        out["quiver.maintenance.errors_total"] = self.maintenance_errors
         return out
 
     def describe(self) -> list[dict[str, Any]]:
@@ -120,4 +143,20 @@ class SubscriberHub:
                 return
             self._closed = True
         self.retention.closed = True
+        self._stop_thread()
         self.registry.close()
+
+    def abandon(self) -> None:
+        """Test support (a crash): stop without a final checkpoint; acks already returned are durable."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.retention.closed = True
+        self._stop_thread()
+        self.registry.abandon()
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()

@@ -587,6 +587,13 @@ class SubscriberRegistry:
         if self._closed:
             raise StoreClosedError("the store is closed; subscriptions ended")
 
+    def abandon(self) -> None:
+        """Stop as a crash would: no flush of buffered records, no checkpoint (test support)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._log.abandon()
+
     def close(self) -> None:
         """Flush every outcome (fdatasync), write a final checkpoint, wake blocked subscribers."""
         if self._closed:
