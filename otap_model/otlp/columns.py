@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ..errors import ConversionError
 from . import anyvalue as av
-from .wire import ERROR_TEXT, MAX_FIELD, N_TYPES, Scan, T, gather, last_per_row, messages_for
+from .wire import ERROR_TEXT, MAX_FIELD, N_TYPES, REP_MSG, Scan, T, gather, last_per_row, messages_for
 
 _U32_MASK = np.int64(0xFFFFFFFF)
 
@@ -278,7 +278,11 @@ def raise_scan_error(scan: Scan, signal: str) -> None:
     t = T(int(scan.node_type[node]))
     known = tokens._messages.get(t, {})
     if field and field in known:
-        path = Tokens._join(path, known[field].name)
+        f = known[field]
+        path = Tokens._join(path, f.name)
+        if f.kind == REP_MSG and f.child is not None:
+            index = int(((scan.node_parent == node) & (scan.node_type == f.child)).sum())
+            path += f"[{index}]"
     elif field:
         path = Tokens._join(path, f"<field {field}>")
     raise ConversionError(f"{ERROR_TEXT[code]} (at byte {offset})", path or "<request>")

@@ -14,6 +14,9 @@ import json
 from typing import Any
 
 from google.protobuf import json_format
+from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from ..bundle import OtapBundle
 from ..errors import ConversionError
@@ -22,6 +25,17 @@ from .decode import REQUEST_TYPES, from_otlp
 from .encode import to_otlp
 
 ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})
+# enum fields by JSON key (both spellings): the value names json_format accepts
+_ENUMS = {
+    key: frozenset(enum.keys())
+    for keys, enum in (
+        (("severityNumber", "severity_number"), SeverityNumber),
+        (("kind",), Span.SpanKind),
+        (("code",), Status.StatusCode),
+        (("aggregationTemporality", "aggregation_temporality"), AggregationTemporality),
+    )
+    for key in keys
+}
 _ROOT_KEYS = {
     "resourceLogs": Signal.LOGS,
     "resource_logs": Signal.LOGS,
@@ -41,7 +55,7 @@ def from_otlp_json(text_or_bytes: str | bytes | bytearray, signal: Signal | str 
     if not isinstance(doc, dict):
         raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)
-    _ids_to_base64(doc, "")
+    _prepare(doc, "")
     message = REQUEST_TYPES[sig]()
     try:
         json_format.ParseDict(doc, message, ignore_unknown_fields=True)
@@ -61,7 +75,7 @@ def otlp_json_to_message(text_or_bytes: str | bytes, signal: Signal | str | None
     """Parse OTLP/JSON into the protobuf request message (hex ids accepted)."""
     doc = json.loads(text_or_bytes)
     sig = _signal(doc, signal)
-    _ids_to_base64(doc, "")
+    _prepare(doc, "")
     return json_format.ParseDict(doc, REQUEST_TYPES[sig](), ignore_unknown_fields=True)
 
 
@@ -76,7 +90,7 @@ def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
     return found.pop()
 
 
-def _ids_to_base64(node: Any, path: str) -> None:
+def _prepare(node: Any, path: str) -> None:
     if isinstance(node, dict):
         for key, value in node.items():
             where = f"{path}.{key}" if path else key
@@ -85,11 +99,13 @@ def _ids_to_base64(node: Any, path: str) -> None:
                     node[key] = base64.b64encode(bytes.fromhex(value)).decode()
                 except ValueError:
                     raise ConversionError(f"{value!r} is not a hex-encoded id", where) from None
+            elif key in _ENUMS and isinstance(value, str) and value not in _ENUMS[key]:
+                raise ConversionError(f"unknown enum value {value!r}", where)
             else:
-                _ids_to_base64(value, where)
+                _prepare(value, where)
     elif isinstance(node, list):
         for i, item in enumerate(node):
-            _ids_to_base64(item, f"{path}[{i}]")
+            _prepare(item, f"{path}[{i}]")
 
 
 def _ids_to_hex(node: Any) -> None:

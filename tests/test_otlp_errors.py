@@ -1,0 +1,189 @@
+"""Bad OTLP input raises ConversionError naming the offending field."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+from otap_model import ConversionError, OtapBundle, from_otlp, from_otlp_json
+from otap_model.otlp.json import otlp_json_to_message
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "otlp-examples"
+
+
+def _msg(name: str):  # type: ignore[no-untyped-def]
+    return otlp_json_to_message((EXAMPLES / name).read_text())
+
+
+def _len_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (payloads here are < 2**21 bytes)."""
+    n, out = len(payload), bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            break
+    return bytes([number << 3 | 2]) + bytes(out) + payload
+
+
+def _logs_request(records: bytes, resources: int = 1) -> bytes:
+    """ExportLogsServiceRequest bytes: `resources` ResourceLogs, each one ScopeLogs of `records`."""
+    return _len_field(1, _len_field(2, records)) * resources
+
+
+def test_truncated_protobuf_names_the_field() -> None:
+    data = _msg("logs.json").SerializeToString()
+    with pytest.raises(ConversionError, match=r"^resource_logs\[0\]: truncated protobuf"):
+        from_otlp(data[: len(data) // 2], "logs")
+
+
+def test_truncation_inside_a_record_names_the_record() -> None:
+    record = LogRecord(time_unix_nano=5).SerializeToString()
+    data = _logs_request(_len_field(2, record))
+    broken = _logs_request(_len_field(2, record[:-2]))  # the fixed64 time loses two bytes
+    with pytest.raises(ConversionError, match=r"log_records\[0\]\.time_unix_nano: truncated protobuf"):
+        from_otlp(broken, "logs")
+    assert from_otlp(data, "logs").num_rows == 1
+
+
+@pytest.mark.parametrize("name,signal", [("logs.json", "logs"), ("trace.json", "traces"), ("metrics.json", "metrics")])
+def test_every_truncation_raises_or_is_a_shorter_request(name: str, signal: str) -> None:
+    data = _msg(name).SerializeToString()
+    for cut in range(len(data)):
+        try:
+            bundle = from_otlp(data[:cut], signal)
+        except ConversionError as exc:
+            assert exc.field is None or exc.field.startswith("resource_")
+        else:
+            assert isinstance(bundle, OtapBundle)
+
+
+@given(st.binary(max_size=200), st.sampled_from(["logs", "traces", "metrics"]))
+@settings(max_examples=300, deadline=None)
+def test_random_bytes_never_crash(data: bytes, signal: str) -> None:
+    with contextlib.suppress(ConversionError):
+        from_otlp(data, signal)
+
+
+@pytest.mark.parametrize(
+    "mutate,path,message",
+    [
+        (lambda m: setattr(m.resource_logs[0].scope_logs[0].log_records[0], "trace_id", b"12345"),
+         "resource_logs[0].scope_logs[0].log_records[0].trace_id", "expected 16 bytes, got 5"),
+        (lambda m: setattr(m.resource_logs[0].scope_logs[0].log_records[0], "span_id", b"123456789"),
+         "resource_logs[0].scope_logs[0].log_records[0].span_id", "expected 8 bytes, got 9"),
+        (lambda m: setattr(m.resource_logs[0].scope_logs[0].log_records[0], "severity_number", 25),
+         "resource_logs[0].scope_logs[0].log_records[0].severity_number", "unknown SeverityNumber value 25"),
+    ],
+)
+def test_bad_log_fields(mutate, path: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    msg = _msg("logs.json")
+    mutate(msg)
+    with pytest.raises(ConversionError, match=message) as info:
+        from_otlp(msg)
+    assert info.value.field == path
+    with pytest.raises(ConversionError, match=message):
+        from_otlp(msg.SerializeToString(), "logs")
+
+
+def test_bad_span_fields() -> None:
+    msg = _msg("trace.json")
+    span = msg.resource_spans[0].scope_spans[0].spans[0]
+    span.links.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 7)
+    with pytest.raises(ConversionError, match="expected 8 bytes, got 7") as info:
+        from_otlp(msg)
+    assert info.value.field == "resource_spans[0].scope_spans[0].spans[0].links[0].span_id"
+    del span.links[:]
+    span.status.code = 7
+    with pytest.raises(ConversionError, match="unknown StatusCode value 7") as info:
+        from_otlp(msg)
+    assert info.value.field == "resource_spans[0].scope_spans[0].spans[0].status.code"
+    span.status.code = 0
+    span.kind = 6
+    with pytest.raises(ConversionError, match=r"spans\[0\]\.kind: unknown SpanKind value 6"):
+        from_otlp(msg)
+
+
+def test_bad_metric_fields() -> None:
+    msg = _msg("metrics.json")
+    metric = next(m for m in msg.resource_metrics[0].scope_metrics[0].metrics if m.HasField("sum"))
+    metric.sum.aggregation_temporality = 3
+    with pytest.raises(ConversionError, match=r"metrics\[\d\]\.sum\.aggregation_temporality: unknown AggregationTemporality value 3"):
+        from_otlp(msg)
+    metric.sum.aggregation_temporality = 1
+    metric.sum.data_points[0].exemplars.add(trace_id=b"\x01" * 15)
+    with pytest.raises(ConversionError, match=r"sum\.data_points\[0\]\.exemplars\[0\]\.trace_id: expected 16 bytes, got 15"):
+        from_otlp(msg)
+
+
+def test_fields_without_a_column_are_rejected() -> None:
+    msg = _msg("logs.json")
+    msg.resource_logs[0].resource.entity_refs.add(type="service")
+    with pytest.raises(ConversionError, match=r"resource_logs\[0\]\.resource\.entity_refs: field has no OTAP column"):
+        from_otlp(msg)
+    msg = _msg("logs.json")
+    msg.resource_logs[0].scope_logs[0].log_records[0].attributes[0].key_strindex = 3
+    with pytest.raises(ConversionError, match=r"log_records\[0\]\.attributes\[0\]\.key_strindex"):
+        from_otlp(msg)
+
+
+def test_invalid_utf8_names_the_field() -> None:
+    record = _len_field(3, b"\xff\xfe")  # severity_text
+    with pytest.raises(ConversionError, match="not valid UTF-8") as info:
+        from_otlp(_logs_request(_len_field(2, record)), "logs")
+    assert info.value.field == "resource_logs[0].scope_logs[0].log_records[0].severity_text"
+
+
+def test_u16_log_id_limit() -> None:
+    record = LogRecord(attributes=[{"key": "k"}]).SerializeToString()
+    data = _logs_request(_len_field(2, record) * (2**16 + 1))
+    with pytest.raises(ConversionError, match=r"65537 log records have children, more than the 65536 ids"):
+        from_otlp(data, "logs")
+    assert from_otlp(_logs_request(_len_field(2, record) * 2**16), "logs").num_rows == 2**16
+
+
+def test_u16_resource_id_limit() -> None:
+    data = _logs_request(_len_field(2, b""), resources=2**16 + 1)
+    with pytest.raises(ConversionError, match=r"65537 resources exceed the u16 resource\.id range") as info:
+        from_otlp(data, "logs")
+    assert info.value.field == "resource_logs"
+
+
+def test_signal_inference() -> None:
+    assert from_otlp(_msg("trace.json").SerializeToString()).signal.value == "traces"
+    with pytest.raises(ConversionError, match="cannot infer the signal"):
+        from_otlp(ExportLogsServiceRequest().SerializeToString())
+    with pytest.raises(ConversionError, match="not an OTLP export request"):
+        from_otlp(LogRecord())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('{"resourceSpans": [', r"^invalid JSON: Expecting value: line 1 column 20"),
+        ("[1, 2]", "an OTLP/JSON request is a JSON object, got list"),
+        ('{"foo": []}', "cannot infer the signal"),
+        ('{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"SPAN_KIND_FOO"}]}]}]}',
+         r"^resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.kind: unknown enum value 'SPAN_KIND_FOO'"),
+        ('{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityNumber":"SEVERITY_NUMBER_LOUD"}]}]}]}',
+         r"logRecords\[0\]\.severityNumber: unknown enum value"),
+        ('{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}',
+         r"spans\[0\]\.traceId: 'zz' is not a hex-encoded id"),
+        ('{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102"}]}]}]}',
+         r"^resource_spans\[0\]\.scope_spans\[0\]\.spans\[0\]\.trace_id: expected 16 bytes, got 2"),
+        ('{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityNumber":77}]}]}]}',
+         r"log_records\[0\]\.severity_number: unknown SeverityNumber value 77"),
+        ('{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"abc"}]}]}]}',
+         r"invalid OTLP/JSON: .*timeUnixNano"),
+    ],
+)
+def test_bad_json(text: str, message: str) -> None:
+    with pytest.raises(ConversionError, match=message):
+        from_otlp_json(text)
