@@ -75,8 +75,17 @@ class Decoder:
                 self._readers.pop(pt, None)
                 detail = str(exc) or type(exc).__name__
                 raise DecodingError(f"{at} ({pt.name}, schema_id {payload.schema_id!r}): bad Arrow IPC data: {detail}") from None
-            tables[pt] = restore_payload(batch, pt)
+            tables[pt] = self._restore(batch, pt, at)
         return self._bundle(tables, self._infer_signal(tables, where), where)
+
+    @staticmethod
+    def _restore(batch: pa.RecordBatch, pt: PayloadType, where: str) -> pa.RecordBatch:
+        try:
+            return restore_payload(batch, pt)
+        except DecodingError:
+            raise
+        except (pa.ArrowException, ValueError, TypeError, KeyError, IndexError) as exc:
+            raise DecodingError(f"{where} ({pt.name}): record does not fit the reference schema: {exc}") from None
 
     def decode_records(self, record_bundle: RecordBundle) -> OtapBundle:
         """Decode a Quiver bundle produced by ``Encoder.encode_records`` (slot = payload type id)."""
@@ -91,5 +100,5 @@ class Decoder:
         tables = {}
         for slot, batch in record_bundle.slots.items():
             pt = _payload_type(slot, f"slot {slot}")
-            tables[pt] = restore_payload(batch, pt)
+            tables[pt] = self._restore(batch, pt, f"slot {slot}")
         return self._bundle(tables, signal, "record bundle")

@@ -15,6 +15,7 @@ import pyarrow.types as pt
 from otap_model import PayloadType, reference_schema
 
 from .errors import DecodingError
+from .table_encoder import union_parts
 
 
 def _merge_metadata(ref: pa.Field, got: pa.Field | None) -> dict[bytes, bytes] | None:
@@ -93,9 +94,10 @@ def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length:
                 kids.append(_restore_array(ref.type.field(i), field, array.field(by_code[code]), 0))
             else:
                 kids.append(pa.nulls(0 if t.mode == "dense" else len(array), field.type))
-        if t.mode == "dense":
-            return pa.UnionArray.from_dense(array.type_codes, array.offsets, kids, names, list(t.type_codes))
-        return pa.UnionArray.from_sparse(array.type_codes, kids, names, list(t.type_codes))
+        types, offsets = union_parts(array)
+        if offsets is not None:
+            return pa.UnionArray.from_dense(types, offsets, kids, names, list(t.type_codes))
+        return pa.UnionArray.from_sparse(types, kids, names, list(t.type_codes))
     if not array.type.equals(t):
         raise DecodingError(f"column {ref.name}: emitted type {array.type} cannot be restored to {t}")
     return array

@@ -86,6 +86,7 @@ class StreamReader:
         if self._reader is None:
             self._reader = pa.ipc.open_stream(self._feed)
         batch = self._reader.read_next_batch()
+        batch.validate(full=True)  # corrupt buffers must fail here, not crash a compute kernel later
         if self._feed.pending:
             raise ValueError(f"{self._feed.pending} trailing bytes after the record batch")
         return batch

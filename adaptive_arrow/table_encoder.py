@@ -48,6 +48,21 @@ def _list_values(array: pa.ListArray) -> tuple[pa.Array, pa.Array]:
     return offsets, array.values.slice(start, end - start)
 
 
+def union_parts(array: pa.UnionArray) -> tuple[pa.Array, pa.Array | None]:
+    """(type codes, dense value offsets) of the union's own slots, honouring a slice offset
+    (pyarrow's ``type_codes`` / ``offsets`` properties ignore it)."""
+    buffers = array.buffers()
+    size = array.offset + len(array)
+    types = pa.Array.from_buffers(pa.int8(), size, [None, buffers[1]]).slice(array.offset)
+    offsets = None
+    if array.type.mode == "dense":
+        offsets = pa.Array.from_buffers(pa.int32(), size, [None, buffers[2]]).slice(array.offset)
+    if array.offset:  # UnionArray.from_* want unsliced type ids
+        types = pa.array(types.to_numpy())
+        offsets = None if offsets is None else pa.array(offsets.to_numpy())
+    return types, offsets
+
+
 @dataclass
 class TablePlan:
     """Everything one batch of one table will do, computed before any state changes."""
@@ -131,7 +146,7 @@ class TableEncoder:
             self._inspect(node.children[1], entries.field(1), plan)
         elif node.kind is Kind.UNION:
             assert node.union is not None
-            seen = node.union.present_codes(array)
+            seen = node.union.present_codes(union_parts(array)[0])
             fresh = seen - node.union.seen
             for code in sorted(fresh):
                 self._event(plan, EventKind.UNION_VARIANT_ADDED, node, f"type code {code}")
@@ -209,9 +224,9 @@ class TableEncoder:
             kids = [self._emit(node.children[i], out.type.field(j), plan) for j, i in enumerate(kept)]
             names = [out.type.field(j).name for j in range(len(kept))]
             codes = [node.union.type_codes[i] for i in kept]
-            types = array.type_codes
-            if out.type.mode == "dense":
-                return pa.UnionArray.from_dense(types, array.offsets, kids, names, codes)
+            types, offsets = union_parts(array)
+            if offsets is not None:
+                return pa.UnionArray.from_dense(types, offsets, kids, names, codes)
             return pa.UnionArray.from_sparse(types, kids, names, codes)
         if node.dictionary is not None:
             return node.dictionary.encode(array, plan.dictionaries.get(id(node)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -107,10 +108,8 @@ def test_unknown_fields_are_skipped() -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=200))
 def test_random_bytes_raise_envelope_error_or_parse(data: bytes) -> None:
-    try:
+    with contextlib.suppress(EnvelopeError):  # any other exception fails the test
         BatchArrowRecords.from_bytes(data)
-    except EnvelopeError:
-        pass
 
 
 def test_every_truncation_of_a_real_envelope_is_handled() -> None:

@@ -13,9 +13,9 @@ class UnionVariants:
         self.type_codes: tuple[int, ...] = tuple(union_type.type_codes)
         self.seen: frozenset[int] = frozenset()
 
-    def present_codes(self, array: pa.UnionArray) -> frozenset[int]:
-        """Type codes used by at least one slot of `array`."""
-        codes = np.unique(np.asarray(array.type_codes))
+    def present_codes(self, type_codes: pa.Array) -> frozenset[int]:
+        """Type codes used by at least one slot (`type_codes`: the union's int8 type ids)."""
+        codes = np.unique(np.asarray(type_codes))
         return frozenset(int(c) for c in codes)
 
     def kept(self, seen: frozenset[int]) -> list[int]:
