@@ -1,0 +1,307 @@
+"""WAL framing, scanning and recovery: torn tails, corruption modes, unknown types, headers, sidecar."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quiver_store import (
+    CorruptionError,
+    Layout,
+    QuiverError,
+    QuiverStore,
+    RecordBundle,
+    SegmentConfig,
+    StoreConfig,
+    WalConfig,
+)
+from quiver_store.fs import DEFAULT_FS
+from quiver_store.layout import DEFAULT_LAYOUT
+from quiver_store.wal import sidecar
+from quiver_store.wal.bundle_codec import BundleEncoder, decode_bundle
+from quiver_store.wal.format import HEADER_LEN, LEN, encode_entry, encode_header
+from quiver_store.wal.reader import Damage, frame_at, scan
+from quiver_store.wal.replay import apply_plan, plan_recovery
+
+HASH = DEFAULT_LAYOUT.cfg_hash
+QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+
+
+def bundle(i: int, rows: int = 3) -> RecordBundle:
+    return RecordBundle({0: pa.record_batch({"i": pa.array(np.full(rows, i, dtype=np.int64))})})
+
+
+def frames_file(path: str, n: int) -> list[int]:
+    """A WAL file of n small entries (sequence = payload value); returns frame start offsets."""
+    enc = BundleEncoder(DEFAULT_LAYOUT)
+    offsets, data = [], bytearray(encode_header(HASH))
+    for i in range(n):
+        bitmap, slots = enc.encode(bundle(i))
+        offsets.append(len(data))
+        data += encode_entry(0, 1000 + i, i, bitmap, slots)
+    with open(path, "wb") as f:
+        f.write(data)
+    return offsets
+
+
+def replayed_values(plan) -> list[int]:
+    return [decode_bundle(e, DEFAULT_LAYOUT, p).slots[0]["i"][0].as_py() for e, _, p in plan.entries]
+
+
+def all_values(store: QuiverStore) -> list[int]:
+    return [b.slots[0]["i"][0].as_py() for _, _, b in store.bundles()]
+
+
+# -- framing -------------------------------------------------------------------------------------
+def test_header_is_30_bytes_with_magic_version_and_hash():
+    h = encode_header(HASH)
+    assert len(h) == 30 and h[:10] == b"QUIVER\0WAL" and struct.unpack_from("<HH", h, 10) == (1, 0) and h[14:] == HASH
+
+
+def test_entry_layout_and_crc_cover_type_through_payloads():
+    enc = BundleEncoder(DEFAULT_LAYOUT)
+    b = RecordBundle({1: pa.record_batch({"x": [1, 2]}), 5: pa.record_batch({"y": ["a"]})})
+    bitmap, slots = enc.encode(b)
+    frame = encode_entry(0, 42, 7, bitmap, slots)
+    (length,) = LEN.unpack_from(frame, 0)
+    assert len(frame) == 4 + length + 4
+    assert struct.unpack_from("<BqQQ", frame, 4) == (0, 42, 7, (1 << 1) | (1 << 5))
+    assert struct.unpack_from("<I", frame, 4 + length)[0] == crc32c.crc32c(frame[4 : 4 + length])
+    assert struct.unpack_from("<H", frame, 29)[0] == 1  # first slot block: payload type id = slot 1
+    entry = frame_at(memoryview(frame), 0)
+    back = decode_bundle(entry, DEFAULT_LAYOUT, "mem")
+    assert back.equals(b) and back.ingestion_time_ns == 42
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.dictionaries(
+        st.integers(0, 63),
+        st.lists(st.one_of(st.none(), st.integers(-(2**40), 2**40)), min_size=0, max_size=20),
+        min_size=1,
+        max_size=5,
+    ),
+    st.booleans(),
+)
+def test_bundle_codec_round_trip(columns, dictionary):
+    slots = {}
+    for slot, values in columns.items():
+        arr = pa.array(values, type=pa.int64())
+        cols = {"v": arr, "s": pa.array([None if v is None else str(v) for v in values], type=pa.string())}
+        if dictionary:
+            cols["s"] = cols["s"].dictionary_encode()
+        slots[slot] = pa.record_batch(cols)
+    b = RecordBundle(slots, ingestion_time_ns=5)
+    bitmap, blob = BundleEncoder(DEFAULT_LAYOUT).encode(b)
+    entry = frame_at(memoryview(encode_entry(0, 5, 1, bitmap, blob)), 0)
+    assert decode_bundle(entry, DEFAULT_LAYOUT, "mem").equals(b)
+
+
+# -- torn tails ------------------------------------------------------------------------------------
+def test_torn_tail_at_every_byte_of_the_last_entry_recovers_the_exact_prefix(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    offsets = frames_file(str(src / "quiver.wal"), 4)
+    size = os.path.getsize(src / "quiver.wal")
+    last = offsets[-1]
+    for cut in range(last, size):
+        wal = tmp_path / f"w{cut}"
+        wal.mkdir()
+        data = (src / "quiver.wal").read_bytes()[:cut]
+        (wal / "quiver.wal").write_bytes(data)
+        plan = plan_recovery(DEFAULT_FS, str(wal), HASH, "point_in_time", -1)
+        assert replayed_values(plan) == [0, 1, 2], cut
+        assert plan.corruptions == []
+        assert (plan.torn is not None) == (cut > last)
+        apply_plan(DEFAULT_FS, plan)
+        assert os.path.getsize(wal / "quiver.wal") == last
+        shutil.rmtree(wal)
+
+
+def test_torn_tail_through_the_store_keeps_every_complete_bundle(tmp_path):
+    store = QuiverStore.open(tmp_path, QUIET)
+    receipts = [store.ingest(bundle(i)) for i in range(5)]
+    store._abandon()
+    os.truncate(tmp_path / "wal" / "quiver.wal", receipts[-1].wal_offset + 30)
+    with QuiverStore.open(tmp_path, QUIET) as again:
+        assert again.stats()["corrupt_entries"] == 0
+        assert again.stats()["torn_tail_bytes"] == 30
+        assert again.ingest(bundle(5)).sequence == 4  # the torn entry's number is free again
+    with QuiverStore.open(tmp_path, QUIET) as again:
+        assert all_values(again) == [0, 1, 2, 3, 5]
+
+
+# -- unknown types, headers ---------------------------------------------------------------------------
+def test_unknown_entry_type_is_skipped_by_length(tmp_path):
+    enc = BundleEncoder(DEFAULT_LAYOUT)
+    data = bytearray(encode_header(HASH))
+    for seq, etype in enumerate([0, 9, 0]):
+        bitmap, slots = enc.encode(bundle(seq))
+        data += encode_entry(etype, 1, seq, bitmap, slots)
+    (tmp_path / "quiver.wal").write_bytes(bytes(data))
+    plan = plan_recovery(DEFAULT_FS, str(tmp_path), HASH, "strict", -1)
+    assert replayed_values(plan) == [0, 2]
+    assert plan.files[0].unknown == 1 and plan.corruptions == []
+
+
+def test_layout_hash_mismatch_is_refused_with_instructions(tmp_path):
+    a = Layout("alpha", slots={0: "logs"})
+    store = QuiverStore.open(tmp_path, QUIET, layout=a)
+    store.ingest(bundle(1))
+    store._abandon()
+    with pytest.raises(QuiverError, match="different layout contract") as info:
+        QuiverStore.open(tmp_path, QUIET, layout=Layout("beta", slots={0: "logs"}))
+    assert "flush()" in str(info.value) and "quiver.wal" in str(info.value)
+    with QuiverStore.open(tmp_path, QUIET, layout=a) as again:  # the right layout still opens it
+        assert again.stats()["replayed_entries"] == 1
+
+
+def test_unknown_wal_version_is_refused(tmp_path):
+    store = QuiverStore.open(tmp_path, QUIET)
+    store.ingest(bundle(1))
+    store._abandon()
+    wal = tmp_path / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    data[10:12] = struct.pack("<H", 9)
+    wal.write_bytes(bytes(data))
+    with pytest.raises(QuiverError, match="WAL format version 9"):
+        QuiverStore.open(tmp_path, QUIET)
+
+
+def test_not_a_wal_file_is_corruption_naming_the_file(tmp_path):
+    (tmp_path / "wal").mkdir()
+    (tmp_path / "wal" / "quiver.wal").write_bytes(b"NOTAWALFILE" * 10)
+    with pytest.raises(CorruptionError, match="not a Quiver WAL file") as info:
+        QuiverStore.open(tmp_path, QUIET)
+    assert info.value.path.endswith("quiver.wal") and info.value.offset == 0
+
+
+# -- sidecar ------------------------------------------------------------------------------------------
+def test_sidecar_round_trip_and_rejection():
+    point = sidecar.TruncatePoint(1234, 7)
+    data = sidecar.encode(point)
+    assert len(data) == 32 and data[:8] == b"QUIVER\0T"
+    assert sidecar.decode(data) == (point, None)
+    bad = bytearray(data)
+    bad[12] ^= 1
+    assert sidecar.decode(bytes(bad))[0] is None
+    assert "CRC" in sidecar.decode(bytes(bad))[1]
+
+
+def test_corrupt_sidecar_falls_back_to_a_full_scan_without_duplicates(tmp_path):
+    store = QuiverStore.open(tmp_path, QUIET)
+    for i in range(3):
+        store.ingest(bundle(i))
+    store.flush()  # segment 0 holds 0..2, the sidecar points past them
+    for i in range(3, 5):
+        store.ingest(bundle(i))
+    store._abandon()
+    side = tmp_path / "wal" / "truncate.offset"
+    data = bytearray(side.read_bytes())
+    data[16] ^= 0xFF
+    side.write_bytes(bytes(data))
+    with QuiverStore.open(tmp_path, QUIET) as again:
+        stats = again.stats()
+        assert stats["sidecar_fallbacks"] == 1
+        assert stats["wal_entries_covered"] == 3  # scanned from the start, skipped by sequence
+        assert stats["replayed_entries"] == 2
+    with QuiverStore.open(tmp_path, QUIET) as again:
+        assert all_values(again) == [0, 1, 2, 3, 4]
+
+
+# -- corruption in the middle --------------------------------------------------------------------------
+def _corrupt_middle(tmp_path, n=6, victim=2):
+    store = QuiverStore.open(tmp_path, QUIET)
+    receipts = [store.ingest(bundle(i)) for i in range(n)]
+    store._abandon()
+    wal = tmp_path / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    bad = receipts[victim].wal_offset + 40
+    data[bad] ^= 0x55
+    wal.write_bytes(bytes(data))
+    return receipts, wal
+
+
+def test_point_in_time_reports_corruption_and_quarantines_the_rest(tmp_path):
+    receipts, wal = _corrupt_middle(tmp_path)
+    tail = wal.read_bytes()[receipts[2].wal_offset :]
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        stats = store.stats()
+        assert stats["corrupt_entries"] == 1
+        report = stats["corruption_reports"][0]
+        assert report["path"] == str(wal) and report["offset"] == receipts[2].wal_offset
+        assert "CRC32C mismatch" in report["error"]
+        assert stats["quarantined_bytes"] == len(tail)
+    quarantine = list((tmp_path / "wal" / "quarantine").iterdir())
+    assert len(quarantine) == 1 and quarantine[0].read_bytes() == tail
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert all_values(store) == [0, 1]
+        # The quarantined bytes still hold the valid later entries.
+        data = memoryview(b"\0" * 0 + quarantine[0].read_bytes())
+        later = [x for x in scan(data, 0, resync=True) if not isinstance(x, Damage)]
+        assert [e.sequence for e in later] == [3, 4, 5]
+
+
+def test_skip_corrupt_recovers_the_later_entries(tmp_path):
+    _corrupt_middle(tmp_path)
+    cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery="skip_corrupt"))
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert store.stats()["corrupt_entries"] == 1
+        assert store.stats()["replayed_entries"] == 5
+    assert len(list((tmp_path / "wal" / "quarantine").iterdir())) == 1
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert all_values(store) == [0, 1, 3, 4, 5]
+        assert store.stats()["corrupt_entries"] == 0  # the region was zeroed after quarantine
+
+
+def test_strict_refuses_naming_file_and_offset(tmp_path):
+    receipts, wal = _corrupt_middle(tmp_path)
+    cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery="strict"))
+    with pytest.raises(CorruptionError, match="strict") as info:
+        QuiverStore.open(tmp_path, cfg)
+    assert info.value.path == str(wal) and info.value.offset == receipts[2].wal_offset
+    assert str(wal) in str(info.value) and f"offset {receipts[2].wal_offset}" in str(info.value)
+    with QuiverStore.open(tmp_path, QUIET) as store:  # point_in_time then opens it
+        assert store.stats()["corrupt_entries"] == 1
+
+
+def test_corrupted_length_prefix_is_corruption_not_a_torn_tail(tmp_path):
+    offsets = frames_file(str(tmp_path / "quiver.wal"), 5)
+    path = tmp_path / "quiver.wal"
+    data = bytearray(path.read_bytes())
+    data[offsets[1] + 3] = 0x7F  # huge length that runs past the end of the file
+    path.write_bytes(bytes(data))
+    plan = plan_recovery(DEFAULT_FS, str(tmp_path), HASH, "skip_corrupt", -1)
+    assert replayed_values(plan) == [0, 2, 3, 4]
+    assert plan.torn is None and plan.corruptions[0].offset == offsets[1]
+
+
+def test_zero_filled_region_is_a_hole_not_corruption(tmp_path):
+    offsets = frames_file(str(tmp_path / "quiver.wal"), 4)
+    path = tmp_path / "quiver.wal"
+    data = bytearray(path.read_bytes())
+    data[HEADER_LEN : offsets[2]] = bytes(offsets[2] - HEADER_LEN)
+    path.write_bytes(bytes(data))
+    plan = plan_recovery(DEFAULT_FS, str(tmp_path), HASH, "strict", -1)
+    assert replayed_values(plan) == [2, 3]
+    assert plan.files[0].holes == offsets[2] - HEADER_LEN and plan.corruptions == []
+
+
+def test_sequence_numbers_continue_after_restart(tmp_path):
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        first = [store.ingest(bundle(i)).sequence for i in range(3)]
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.ingest(bundle(9)).sequence == first[-1] + 1
+    store = QuiverStore.open(tmp_path, QUIET)
+    seq = store.ingest(bundle(10)).sequence
+    store._abandon()
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.ingest(bundle(11)).sequence == seq + 1

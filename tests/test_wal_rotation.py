@@ -1,0 +1,269 @@
+"""WAL rotation, the size/chunk cap, truncation safety, prefix reclaim and group commit."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from quiver_store import (
+    QuiverStore,
+    RecordBundle,
+    RetentionConfig,
+    SegmentConfig,
+    StoreConfig,
+    StoreFullError,
+    WalConfig,
+)
+from quiver_store.fs import FileSystem
+from quiver_store.wal import sidecar
+from quiver_store.wal.format import HEADER_LEN
+
+KiB = 1024
+
+
+def bundle(i: int, rows: int = 50) -> RecordBundle:
+    return RecordBundle({0: pa.record_batch({"i": pa.array(np.full(rows, i, dtype=np.int64))})})
+
+
+def values(store: QuiverStore) -> list[int]:
+    return [b.slots[0]["i"][0].as_py() for _, _, b in store.bundles()]
+
+
+def config(**wal) -> StoreConfig:
+    return StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
+        wal=WalConfig(**wal),
+        retention=RetentionConfig(backpressure_timeout=5.0),
+    )
+
+
+class FailingSegments(FileSystem):
+    """Fails every write to a segment temp file with ENOSPC while `failing` is set."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.paths: dict[int, str] = {}
+        self.failures = 0
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = str(path)
+        return fd
+
+    def _check(self, fd):
+        if self.failing and self.paths.get(fd, "").endswith(".qseg.tmp"):
+            self.failures += 1
+            raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+    def write(self, fd, data):
+        self._check(fd)
+        return super().write(fd, data)
+
+    def pwrite(self, fd, data, offset):
+        self._check(fd)
+        return super().pwrite(fd, data, offset)
+
+
+class NoHoles(FileSystem):
+    def punch_hole(self, fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported (injected)")
+
+
+def test_rotation_creates_chunks_and_flush_deletes_covered_ones(tmp_path):
+    cfg = config(rotation_size=8 * KiB, max_size=1 << 20, max_chunks=100)
+    with QuiverStore.open(tmp_path, cfg) as store:
+        for i in range(40):
+            store.ingest(bundle(i))
+        stats = store.stats()
+        assert stats["rotations"] >= 3
+        assert len([n for n in os.listdir(tmp_path / "wal") if n.startswith("quiver.wal.")]) == stats["rotations"]
+        store.flush()
+        assert not [n for n in os.listdir(tmp_path / "wal") if n.startswith("quiver.wal.")]
+        assert store.stats()["chunks_deleted"] == stats["rotations"]
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert values(store) == list(range(40))
+
+
+def test_replay_spans_rotated_chunks_after_a_crash(tmp_path):
+    cfg = config(rotation_size=8 * KiB, max_size=1 << 20, max_chunks=100)
+    store = QuiverStore.open(tmp_path, cfg)
+    for i in range(5):
+        store.ingest(bundle(i))
+    store.flush()
+    for i in range(5, 40):
+        store.ingest(bundle(i))
+    assert store.stats()["rotations"] >= 2
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert store.stats()["replayed_entries"] == 35
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert values(store) == list(range(40))
+
+
+def test_chunk_cap_finalizes_the_open_segment_to_free_wal(tmp_path):
+    cfg = config(rotation_size=4 * KiB, max_size=1 << 20, max_chunks=3)
+    with QuiverStore.open(tmp_path, cfg) as store:
+        for i in range(60):
+            store.ingest(bundle(i))
+            assert store.stats()["wal_files"] <= 3
+        stats = store.stats()
+        assert stats["wal_full_waits"] > 0 and stats["finalize_trigger_WAL_cap"] > 0
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert values(store) == list(range(60))
+
+
+def test_size_cap_is_respected(tmp_path):
+    cfg = config(rotation_size=4 * KiB, max_size=12 * KiB, max_chunks=10)
+    with QuiverStore.open(tmp_path, cfg) as store:
+        for i in range(60):
+            store.ingest(bundle(i))
+            assert store.stats()["wal_bytes"] <= 12 * KiB
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert values(store) == list(range(60))
+
+
+def test_at_the_cap_with_finalize_failing_ingest_backpressures_then_raises(tmp_path):
+    fs = FailingSegments()
+    cfg = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
+        wal=WalConfig(rotation_size=4 * KiB, max_size=1 << 20, max_chunks=2),
+        retention=RetentionConfig(backpressure_timeout=0.3),
+    )
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    fs.failing = True
+    with pytest.raises(StoreFullError, match=r"wal.max_chunks=2") as info:
+        for i in range(100):
+            store.ingest(bundle(i))
+    assert "backpressure_timeout" in str(info.value)
+    acked = i  # bundles 0..i-1 were acknowledged
+    assert fs.failures > 0 and store.stats()["finalize_errors"] > 0
+    fs.failing = False
+    store.close()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == list(range(acked))
+
+
+def test_a_bundle_larger_than_the_wal_cap_is_refused(tmp_path):
+    store = QuiverStore.open(tmp_path, config(rotation_size=4 * KiB, max_size=8 * KiB))
+    with store, pytest.raises(StoreFullError, match=r"can never fit under wal\.max_size=8192"):
+        store.ingest(bundle(0, rows=5000))
+
+
+def test_truncation_never_passes_the_open_segment(tmp_path):
+    cfg = config(rotation_size=1 << 20, max_size=8 << 20)
+    store = QuiverStore.open(tmp_path, cfg)
+    for i in range(5):
+        store.ingest(bundle(i))
+    store.flush()
+    first_open = store.ingest(bundle(5))
+    for i in range(6, 10):
+        store.ingest(bundle(i))
+    point, _ = sidecar.read(store.fs, str(tmp_path / "wal"))
+    assert (point.generation, point.offset) <= (first_open.wal_generation, first_open.wal_offset)
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert again.stats()["replayed_entries"] == 5
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == list(range(10))
+
+
+def test_failed_finalize_keeps_the_wal_range_and_retries(tmp_path):
+    fs = FailingSegments()
+    cfg = config(rotation_size=1 << 20, max_size=8 << 20)
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    for i in range(4):
+        store.ingest(bundle(i))
+    fs.failing = True
+    with pytest.raises(Exception, match="finalize failed"):
+        store.flush()
+    point, _ = sidecar.read(fs, str(tmp_path / "wal"))
+    assert point is None or point.offset == HEADER_LEN  # nothing truncated
+    assert store.stats()["finalize_failing"] and store.stats()["open_segment_bytes"] > 0
+    fs.failing = False
+    store.flush()  # the retry (or this flush's barrier behind it) completes
+    assert [s.bundle_count for s in store.segments()] == [4]
+    store.close()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == [0, 1, 2, 3]
+
+
+def test_crash_while_finalize_fails_loses_nothing(tmp_path):
+    fs = FailingSegments()
+    cfg = config(rotation_size=1 << 20, max_size=8 << 20)
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    for i in range(4):
+        store.ingest(bundle(i))
+    fs.failing = True
+    with pytest.raises(Exception, match="finalize failed"):
+        store.flush()
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert again.stats()["replayed_entries"] == 4
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("fs", [FileSystem(), NoHoles()], ids=["punch_hole", "rewrite"])
+def test_active_prefix_is_reclaimed(tmp_path, fs):
+    cfg = config(rotation_size=64 << 20, max_size=256 << 20)
+    big = 20_000  # ~160 KiB per bundle
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    for i in range(10):
+        store.ingest(bundle(i, rows=big))
+    store.flush()
+    for i in range(10, 12):
+        store.ingest(bundle(i, rows=big))  # the rewrite happens before this append
+    stats = store.stats()
+    if isinstance(fs, NoHoles):
+        assert not stats["wal_hole_punching"] and stats["rewrites"] == 1
+        assert os.path.getsize(tmp_path / "wal" / "quiver.wal") < 3 * 170_000
+    else:
+        assert stats["wal_hole_punching"] and stats["holes_punched"] == 1
+        assert stats["wal_bytes"] < 3 * 170_000
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg, fs=fs) as again:
+        assert again.stats()["replayed_entries"] == 2
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == list(range(12))
+
+
+def test_concurrent_ingests_share_fdatasyncs(tmp_path):
+    cfg = config(flush_interval=0.005)
+    with QuiverStore.open(tmp_path, cfg) as store:
+        def produce(k: int) -> None:
+            for i in range(25):
+                store.ingest(bundle(k * 100 + i))
+
+        threads = [threading.Thread(target=produce, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stats = store.stats()
+        assert stats["entries"] == 200 and stats["fsyncs"] < 200 and stats["max_group"] > 1
+        assert sum(n * c for n, c in stats["group_commit_sizes"].items()) == 200
+    with QuiverStore.open(tmp_path, cfg) as store:
+        got = values(store)
+        assert sorted(got) == sorted(k * 100 + i for k in range(8) for i in range(25))
+        for k in range(8):  # each producer's bundles stay in its order
+            mine = [v for v in got if v // 100 == k]
+            assert mine == sorted(mine)
+
+
+@pytest.mark.parametrize("durability", ["os", "none"])
+def test_weaker_durability_modes(tmp_path, durability):
+    cfg = config(durability=durability)
+    with QuiverStore.open(tmp_path, cfg) as store:
+        receipts = [store.ingest(bundle(i)) for i in range(10)]
+        if durability == "none":
+            assert receipts[0].wal_offset is None
+        else:
+            assert receipts[0].wal_offset == HEADER_LEN
+        assert store.stats()["fsyncs"] == 0
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert values(store) == list(range(10))
