@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adaptive_arrow import Decoder, Encoder
 from adaptive_arrow.transport import (
     DELTA,
     ENCODING_KEY,
@@ -122,6 +123,17 @@ def test_any_valid_sort_order_keeps_relations(bundle: OtapBundle, data: st.DataO
     orders = {int(root): tuple(root_order), int(P.LOG_ATTRS): tuple(attrs_order), int(P.SPAN_ATTRS): tuple(attrs_order)}
     restored = restore(optimize(bundle, Config(orders)))
     assert relation_view(restored) == relation_view(bundle)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(list(Signal)).flatmap(lambda s: st.lists(plain_bundles(s), min_size=1, max_size=3)))
+def test_encoder_and_decoder_keep_relations_in_stream_mode(bundles: list[OtapBundle]) -> None:
+    signal = bundles[0].signal
+    encoder, decoder = Encoder(signal), Decoder(signal)
+    for bundle in bundles:
+        decoded = decoder.decode(encoder.encode(bundle).to_bytes())
+        assert relation_view(decoded) == relation_view(bundle)
+        assert all(not encoded_paths(t.schema) for t in decoded.tables.values())
 
 
 def test_quasi_delta_runs_store_deltas_and_nested_values_stay_absolute() -> None:
