@@ -25,6 +25,7 @@ from ..errors import CorruptionError, QuiverError
 from ..fs import DEFAULT_FS, FileSystem
 from . import format as fmt
 from .info import SegmentInfo, StreamInfo
+from .stats import event_time_range
 
 _MIN_SIZE = fmt.HEADER_SIZE + fmt.FOOTER_SIZE + fmt.TRAILER_SIZE
 _MIN_STREAM = 8 + 8 + 4 + 6  # magic+pad, EOS, footer length, magic of an Arrow IPC file
@@ -42,10 +43,10 @@ class SegmentReader:
         self._mm = mm
         self._size = size
         self._verify_streams = verify_streams
-        self._buffer: pa.Buffer | None = pa.py_buffer(mm)
         self._readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
         self._batches: dict[tuple[int, int], pa.RecordBatch] = {}
         self._parse()
+        self._buffer: pa.Buffer | None = pa.py_buffer(mm)  # exported only once the metadata is valid
 
     @classmethod
     def open(cls, path: str, *, fs: FileSystem = DEFAULT_FS, verify_streams: bool = True) -> SegmentReader:
@@ -65,7 +66,8 @@ class SegmentReader:
         try:
             return cls(path, mm, size, verify_streams=verify_streams)
         except BaseException:
-            mm.close()
+            with contextlib.suppress(BufferError):
+                mm.close()
             raise
 
     # -- metadata ----------------------------------------------------------------------------
@@ -173,6 +175,10 @@ class SegmentReader:
             bitmap_pos += n_bytes
             expected_offset = _align(offset + length, fmt.ALIGNMENT)
             has_event = bool(flags & fmt.EVENT_TIME_FLAG)
+            if has_event and int(e["event_time_min"]) > int(e["event_time_max"]):
+                raise CorruptionError(f"stream {i}: event-time range is inverted", path, at + 80)
+            if not has_event and (int(e["event_time_min"]) or int(e["event_time_max"])):
+                raise CorruptionError(f"stream {i}: event-time fields set without the flag", path, at + 80)
             out.append(
                 StreamInfo(
                     stream_id=i,
@@ -324,6 +330,21 @@ class SegmentReader:
         reader = self._stream_reader(stream_id)
         return [self._batch(stream_id, i) for i in range(reader.num_record_batches)]
 
+    def regions(self) -> list[tuple[str, int, int]]:
+        """(name, offset, length) of every region of the file in order, padding included."""
+        f = self._footer
+        out = [("header", 0, fmt.HEADER_SIZE)]
+        out += [(f"stream {s.stream_id}", s.offset, s.bytes) for s in self.info.streams]
+        out += [("padding", a, b - a) for a, b in self._gaps]
+        out += [
+            ("directory", f.directory_offset, f.directory_length),
+            ("manifest", f.manifest_offset, f.manifest_length),
+            ("metadata", f.metadata_offset, f.metadata_length),
+            ("footer", self._size - fmt.TRAILER_SIZE - fmt.FOOTER_SIZE, fmt.FOOTER_SIZE),
+            ("trailer", self._size - fmt.TRAILER_SIZE, fmt.TRAILER_SIZE),
+        ]
+        return sorted((r for r in out if r[2] > 0), key=lambda r: r[1])
+
     # -- verification ------------------------------------------------------------------------
     def verify(self) -> None:
         """Check every byte: metadata again, each stream's CRC32C and IPC structure, zero padding."""
@@ -346,10 +367,31 @@ class SegmentReader:
                         b.validate(full=True)
                     except pa.ArrowException as e:
                         raise CorruptionError(f"stream {stream.stream_id}: invalid data: {e}", self.path, stream.offset) from None
+                self._check_statistics(stream, batches)
             for i in range(self.info.bundle_count):
                 self.bundle(i)
         finally:
             self._verify_streams = verify_streams
+
+    def _check_statistics(self, stream: StreamInfo, batches: list[pa.RecordBatch]) -> None:
+        """The directory's present columns and event-time range agree with the stream's data."""
+        at = self._footer.directory_offset + stream.stream_id * fmt.DIRECTORY_ENTRY.itemsize
+        names = self._stream_reader(stream.stream_id).schema.names
+        if sorted(names) != sorted(stream.present_columns):
+            raise CorruptionError(
+                f"stream {stream.stream_id}: directory lists columns {stream.present_columns}, the data has {names}",
+                self.path,
+                at,
+            )
+        column = self.info.event_time_columns.get(stream.slot)
+        recorded = (stream.event_time_min_ns, stream.event_time_max_ns)
+        actual = event_time_range(batches, column) if column else None
+        if recorded != (actual or (None, None)):
+            raise CorruptionError(
+                f"stream {stream.stream_id}: directory event-time range {recorded} differs from the data's {actual}",
+                self.path,
+                at,
+            )
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.types as pat
 
 from ..errors import QuiverError
 from ..fs import DEFAULT_FS, FileSystem
@@ -26,6 +24,7 @@ from .accumulator import OpenSegment, StreamAccumulator
 from .dictionary import unify_chunks
 from .info import SegmentInfo, StreamInfo
 from .schema_view import representative_schema
+from .stats import event_time_range
 
 
 def _coalesce(chunks: list[pa.RecordBatch], placements: list[tuple[int, int]]) -> list[pa.RecordBatch]:
@@ -36,38 +35,6 @@ def _coalesce(chunks: list[pa.RecordBatch], placements: list[tuple[int, int]]) -
             groups.append([])
         groups[batch].append(chunk)
     return [g[0] if len(g) == 1 else pa.concat_batches(g) for g in groups]
-
-
-def _column(batch: pa.RecordBatch, dotted: str) -> pa.Array | None:
-    """The column at a dotted struct path, or None when the batch lacks it."""
-    names = dotted.split(".")
-    if names[0] not in batch.schema.names:
-        return None
-    arr = batch.column(names[0])
-    for name in names[1:]:
-        if not pat.is_struct(arr.type) or arr.type.get_field_index(name) < 0:
-            return None
-        arr = arr.field(name)
-    return arr
-
-
-def _event_range(batches: list[pa.RecordBatch], column: str) -> tuple[int, int] | None:
-    lows, highs = [], []
-    for batch in batches:
-        arr = _column(batch, column)
-        if arr is None:
-            return None
-        if pat.is_timestamp(arr.type) or pat.is_date(arr.type) or pat.is_duration(arr.type):
-            arr = arr.cast(pa.int64())
-        elif not pat.is_integer(arr.type):
-            raise QuiverError(f"event-time column {column!r} has type {arr.type}; expected an integer or timestamp")
-        mm = pc.min_max(arr)
-        if mm["min"].is_valid:
-            lows.append(int(mm["min"].as_py()))
-            highs.append(int(mm["max"].as_py()))
-    if not lows:
-        return None
-    return min(lows), max(highs)
 
 
 def _ipc_file(schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.Buffer:
@@ -184,7 +151,7 @@ def _write_stream(
         raise QuiverError(f"stream {acc.stream_id} (slot {acc.slot}) cannot be written as Arrow IPC: {e}") from e
     out.align(fmt.ALIGNMENT)
     offset = out.write(memoryview(data))
-    event = _event_range(batches, event_column) if event_column else None
+    event = event_time_range(batches, event_column) if event_column else None
     info = StreamInfo(
         stream_id=acc.stream_id,
         slot=acc.slot,
