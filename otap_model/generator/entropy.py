@@ -13,6 +13,7 @@ import numpy as np
 _POOL_BYTES = 1 << 16
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet Kubernetes uses for generated name suffixes
 _HEX = "0123456789abcdef"
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 class Entropy:
@@ -59,6 +60,11 @@ class Entropy:
         h = self._take(16).hex()
         variant = _HEX[8 + (int(h[16], 16) & 3)]
         return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:32]}"
+
+    def ulid(self, time_ns: int) -> str:
+        """A ULID (48-bit millisecond time, 80 random bits, Crockford base32), as ``log.record.uid``."""
+        value = ((time_ns // 1_000_000) << 80) | int.from_bytes(self._take(10), "big")
+        return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
     def lognormal_ns(self, median_ns: float, sigma: float) -> int:
         """A long-tailed duration in nanoseconds with the given median."""

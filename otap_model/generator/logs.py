@@ -171,8 +171,8 @@ class LogFactory:
             rec.trace_id, rec.span_id, request_id = self._context(inst)
             rec.flags = 1
             a.append(("request.id", request_id))
-        elif self.profile.user_pool == 0:
-            a.append(("request.id", ent.uuid4()))
+        if self.profile.user_pool == 0:
+            a.append(("log.record.uid", ent.ulid(t)))
         self._kind_attrs(rec, kind, vals)
         if lang.name == "nodejs" and py.random() < 0.15:  # pino writes structured JSON bodies
             rec.body = {"level": 30 if sev == 9 else sev * 2 + 10, "msg": text, "pid": 1,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from .workload import Workload
 
 _CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 _DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
+_DELTA_LANGS = frozenset({"nodejs", "dotnet"})  # pods whose exporters are configured for delta temporality
 _MAX_EXP_BUCKETS = 160  # the SDK default max_size of exponential histograms
 _EXP_START_SCALE = 20
 
@@ -131,6 +132,8 @@ class MetricFactory:
                     seen.add(mdef.name)
                     attrs = [()]
                 scope = prom[inst.index] if mdef.scope == "prometheus" else inst.scopes[mdef.scope]
+                if mdef.name == "app.operations" and inst.language.name in _DELTA_LANGS:
+                    mdef = replace(mdef, delta=True)
                 volatile = self.profile.user_pool == 0 and mdef.exemplars
                 src.series.append(self._series(mdef, scope, attrs, volatile))
             self.sources.append(src)

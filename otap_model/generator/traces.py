@@ -111,10 +111,11 @@ class TraceFactory:
         usable = dur * (0.55 + 0.4 * py.random())
         total = sum(weights)
         gap = (dur - usable) / (n + 1)
-        out, t = [], start + gap
+        out, t, end = [], start + gap, start + dur
         for w in weights:
-            d = max(1_000, int(usable * w / total * (0.75 + 0.2 * py.random())))
-            out.append((int(t) + py.randrange(1_000), d))
+            child_start = min(int(t) + py.randrange(1_000), end - 1)
+            d = int(usable * w / total * (0.75 + 0.2 * py.random()))
+            out.append((child_start, max(1, min(d, end - child_start))))
             t += usable * w / total + gap
         return out
 
@@ -216,9 +217,12 @@ class TraceFactory:
         proto = "grpc" if ep.protocol == "grpc" else "http"
         scope = inst.scopes["rpc" if proto == "grpc" else "http_client"]
         name = ep.name if proto == "grpc" else ep.method
+        path = self.work.path(ep)
+        if proto == "http" and ep.has_id and py.random() < self.profile.raw_name_share:
+            name = f"{ep.method} {path}"
         span = self._new(inst, scope, ctx, parent, name, CLIENT, start, dur, False, out)
         net = min(dur // 4, 80_000 + int(py.lognormvariate(11.5, 0.5)))
-        failed = self._server(callee, ep, ctx, span.span_id, start + net, max(1_000, dur - 2 * net), depth + 1,
+        failed = self._server(callee, ep, ctx, span.span_id, start + net, max(1, dur - 2 * net), depth + 1,
                               True, False, out)
         if self.sparse:
             return failed
@@ -226,7 +230,7 @@ class TraceFactory:
         if proto == "http":
             port = 8080
             span.attrs += [("http.request.method", ep.method),
-                           ("url.full", f"http://{callee_name}:{port}{work.path(ep)}"),
+                           ("url.full", f"http://{callee_name}:{port}{path}"),
                            ("http.response.status_code", 500 if failed else 200)]
         else:
             port = 50051
@@ -246,9 +250,11 @@ class TraceFactory:
         op, statement = py.choice(DB_OPERATIONS[system])
         table = plural(py.choice(inst.service.nouns).replace("-", "_"))
         statement = statement.format(table=table)
-        if self.profile.raw_name_share and py.random() < self.profile.raw_name_share:
-            statement = statement.replace("$1", self.work.entity_id()).replace("?", self.work.entity_id(), 1)
         name = f"{op} {dbname}.{table}" if system in ("postgresql", "mongodb") else op
+        if self.profile.raw_name_share and py.random() < self.profile.raw_name_share:
+            # unsanitised statements with literal ids, used as the span name by some instrumentations
+            statement = statement.replace("$1", self.work.entity_id()).replace("?", self.work.entity_id(), 1)
+            name = statement
         dur = min(dur, self.ent.lognormal_ns(400_000, 0.9))
         span = self._new(inst, inst.scopes["db"], ctx, parent, name, CLIENT, start, dur, False, out)
         failed = py.random() < 0.004
