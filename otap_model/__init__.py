@@ -16,6 +16,7 @@ from .payload import (
     signal_of,
 )
 from .schema import Annotation, annotation, conforms, reference_schema
+from .zipkin import from_zipkin_json
 
 __all__ = [
     "DATA_POINT_FAMILIES",
@@ -33,6 +34,7 @@ __all__ = [
     "conforms",
     "from_otlp",
     "from_otlp_json",
+    "from_zipkin_json",
     "generate",
     "generate_otlp",
     "normalize_otlp",
