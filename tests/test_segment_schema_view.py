@@ -1,0 +1,89 @@
+"""Representative schemas across segments and loading whole segments as one table / dataset."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from quiver_store.bundle import RecordBundle
+from quiver_store.config import SegmentConfig
+from quiver_store.errors import QuiverError
+from quiver_store.fs import DEFAULT_FS
+from quiver_store.segment import OpenSegment, SegmentReader, write_segment
+from quiver_store.segment.schema_view import (
+    conform_batch,
+    load_dataset,
+    load_table,
+    representative_schema,
+    slot_schema,
+)
+from tests.test_segment_support import dict_array, logs_l1, logs_l2, plain
+
+U8 = pa.dictionary(pa.uint8(), pa.string())
+U16 = pa.dictionary(pa.uint16(), pa.string())
+
+
+def test_union_of_columns_in_first_appearance_order_with_widest_types():
+    a = pa.schema([pa.field("id", pa.uint16(), False), ("sev", U8), ("body", pa.struct([("str", U8)]))])
+    b = pa.schema([("id", pa.uint16()), ("trace", pa.binary(16)), ("sev", U16), ("body", pa.struct([("int", pa.int64()), ("str", pa.string())]))])
+    c = pa.schema([pa.field("id", pa.uint16(), False), ("sev", U8), ("n", pa.int32())])
+    rep = representative_schema([a, b, c])
+    assert rep.names == ["id", "sev", "body", "trace", "n"]
+    assert rep.field("sev").type == U16  # u16 dictionary beats u8
+    assert rep.field("body").type == pa.struct([("str", pa.string()), ("int", pa.int64())])  # plain beats dict
+    assert rep.field("id").nullable  # b's id is nullable
+    assert rep.field("n").nullable and rep.field("trace").nullable  # missing somewhere
+    assert representative_schema([a]).field("id").nullable is False
+
+
+def test_irreconcilable_types_raise():
+    with pytest.raises(QuiverError, match="column x: types string and struct"):
+        representative_schema([pa.schema([("x", pa.string())]), pa.schema([("x", pa.struct([("y", pa.int8())]))])])
+
+
+def test_numeric_promotion():
+    rep = representative_schema([pa.schema([("x", pa.int32())]), pa.schema([("x", pa.int64())])])
+    assert rep.field("x").type == pa.int64()
+
+
+def test_conform_reorders_fills_and_casts():
+    rep = pa.schema([("a", pa.int64()), ("s", pa.string()), ("st", pa.struct([("x", pa.int32()), ("y", pa.string())])), ("z", pa.float64())])
+    st = pa.StructArray.from_arrays([dict_array([0, 1], ["p", "q"])], names=["y"], mask=pa.array([False, True]))
+    batch = pa.record_batch({"st": st, "s": dict_array([1, 0], ["u", "v"]), "a": pa.array([1, 2], pa.int32())})
+    out = conform_batch(batch, rep)
+    assert out.schema == rep
+    assert out.to_pylist() == [
+        {"a": 1, "s": "v", "st": {"x": None, "y": "p"}, "z": None},
+        {"a": 2, "s": "u", "st": None, "z": None},
+    ]
+
+
+def _segment(tmp_path, name, seq, batches):
+    seg = OpenSegment(SegmentConfig())
+    for i, b in enumerate(batches):
+        seg.append(RecordBundle({30: b}, ingestion_time_ns=seq * 100 + i))
+    path = str(tmp_path / name)
+    write_segment(seg, path, seq, fs=DEFAULT_FS, metadata={"signal": "logs"})
+    return path
+
+
+def test_load_table_and_dataset_across_segments(tmp_path):
+    p1 = _segment(tmp_path, "1.qseg", 1, [logs_l1(3), logs_l1(2, 3)])
+    p2 = _segment(tmp_path, "2.qseg", 2, [logs_l2(4), logs_l1(1, 9)])
+    with SegmentReader.open(p1) as r1, SegmentReader.open(p2) as r2:
+        rep = slot_schema([r1, r2.info], 30)
+        assert rep.names == ["id", "time_unix_nano", "severity_text", "trace_id"]
+        assert rep.field("severity_text").type == pa.string()
+        table = load_table([r1, r2], 30)
+    assert table.schema == rep
+    assert table.num_rows == 10
+    assert table.column("id").to_pylist() == [0, 1, 2, 3, 4, 0, 1, 2, 3, 9]  # segment then bundle order
+    expected = plain(logs_l1(3)).column("severity_text").to_pylist()
+    assert table.column("severity_text").to_pylist()[:3] == expected
+    assert table.column("trace_id").null_count == 6
+    dataset = load_dataset([p1, p2], 30)
+    assert isinstance(dataset, ds.Dataset)
+    assert dataset.to_table(filter=ds.field("severity_text") == "DEBUG").num_rows == 4
+    with pytest.raises(QuiverError, match="slot 31 has no stream in the 2 segment"):
+        load_table([p1, p2], 31)
