@@ -95,7 +95,10 @@ class DictionaryTransform:
         """Feed one batch's column without changing state; None when the column is plain for good."""
         if self.level is None:
             return None
-        local = pc.dictionary_encode(array)
+        if array.null_count == len(array):  # nothing to hash
+            local = pa.DictionaryArray.from_arrays(pa.nulls(len(array), pa.int32()), self.values.slice(0, 0))
+        else:
+            local = pc.dictionary_encode(array)
         distinct = local.dictionary
         mapping: pa.Array | None = None
         if len(self.values) == 0:
