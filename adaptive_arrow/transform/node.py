@@ -58,15 +58,13 @@ class TransformNode:
             (t for t in transforms if isinstance(t, DictionaryTransform)), None
         )
         self.union: UnionVariants | None = next((t for t in transforms if isinstance(t, UnionVariants)), None)
-
-    @property
-    def present(self) -> bool:
-        """False while a NoField transform removes the field."""
-        return not any(isinstance(t, NoField) for t in self.transforms)
+        # False while a NoField transform removes the field (kept as a flag: read on every column)
+        self.present = not any(isinstance(t, NoField) for t in transforms)
 
     def remove_optional(self) -> None:
         """Missing-field event: the field carries values from now on."""
         self.transforms = [t for t in self.transforms if not isinstance(t, NoField)] or [Identity()]
+        self.present = True
 
     def walk(self):  # type: ignore[no-untyped-def]
         yield self

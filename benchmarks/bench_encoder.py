@@ -1,0 +1,189 @@
+"""Adaptive encoder: schema savings, encode / decode throughput, and cost against a plain IPC write.
+
+For each signal, generated bundles (``otap_model.generate``, default profile) go through one
+encoder (stream mode) and one decoder. Reported:
+
+* savings per payload type: leaf columns of the reference schema vs of the last emitted schema,
+  and Arrow IPC stream bytes of the plain tables (full reference schema, plain types) vs of the
+  adaptive records (same stream, dictionary deltas), both uncompressed;
+* throughput: rows (root records) per second and plain-table MB (``RecordBatch.nbytes``) per
+  second of ``Encoder.encode`` (+ envelope serialisation) and ``Decoder.decode``;
+* the ratio of encode time to a plain ``pyarrow.ipc`` stream write of the same plain tables (one
+  stream per payload type, every batch), each uncompressed and with zstd on both sides.
+
+Times are the minimum over ``--repeat`` runs, encoder and plain write measured alternately in one
+process, pinned to core 0 (``os.sched_setaffinity``) with Arrow single-threaded. Real samples (/work/shared/data) are reported
+for savings only (too small for timing).
+
+Run:  .venv/bin/python -m benchmarks.bench_encoder [--rows 20000] [--batch-size 5000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+
+import otap_model
+from adaptive_arrow import Decoder, Encoder, EncoderConfig
+from otap_model import OtapBundle, PayloadType, Signal, reference_schema
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _leaves(t: pa.DataType) -> int:
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    return 1
+
+
+class PlainStreams:
+    """One plain Arrow IPC stream per payload type, fed every batch (the baseline)."""
+
+    def __init__(self, compression: str | None):
+        self.options = pa.ipc.IpcWriteOptions(compression=compression)
+        self.sinks: dict[PayloadType, tuple[io.BytesIO, pa.ipc.RecordBatchStreamWriter]] = {}
+        self.bytes: dict[PayloadType, int] = {}
+
+    def write(self, bundle: OtapBundle) -> None:
+        for pt, batch in bundle.tables.items():
+            if pt not in self.sinks:
+                sink = io.BytesIO()
+                self.sinks[pt] = (sink, pa.ipc.new_stream(sink, batch.schema, options=self.options))
+            sink, writer = self.sinks[pt]
+            writer.write_batch(batch)
+            self.bytes[pt] = self.bytes.get(pt, 0) + sink.tell()
+            sink.seek(0)
+            sink.truncate()
+
+
+def savings(signal: Signal, bundles: list[OtapBundle]) -> list[tuple[str, int, int, int, int]]:
+    """(payload type, reference columns, emitted columns, plain bytes, adaptive bytes) per table."""
+    enc = Encoder(signal, EncoderConfig(sort=False))
+    plain = PlainStreams(None)
+    adaptive: dict[int, int] = {}
+    for bundle in bundles:
+        plain.write(bundle)
+        for p in enc.encode(bundle).payloads:
+            adaptive[p.type] = adaptive.get(p.type, 0) + len(p.record)
+    rows = []
+    for pt in sorted(plain.bytes):
+        schema = enc.schema_of(pt)
+        assert schema is not None
+        ref_cols = sum(_leaves(f.type) for f in reference_schema(pt))
+        rows.append((pt.name, ref_cols, sum(_leaves(f.type) for f in schema), plain.bytes[pt], adaptive[int(pt)]))
+    return rows
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def throughput(signal: Signal, bundles: list[OtapBundle], repeat: int) -> dict[str, float]:
+    rows = sum(b.num_rows for b in bundles)
+    mb = sum(t.nbytes for b in bundles for t in b.tables.values()) / 1e6
+    out: dict[str, float] = {"rows": rows, "mb": mb}
+    for label, cfg in (
+        ("adaptive", EncoderConfig(sort=False)),
+        ("adaptive+sort", EncoderConfig(sort=True)),
+        ("adaptive+sort+zstd", EncoderConfig(sort=True, ipc_compression="zstd")),
+    ):
+        messages: list[bytes] = []
+
+        def encode(cfg: EncoderConfig = cfg, messages: list[bytes] = messages) -> None:
+            messages.clear()
+            enc = Encoder(signal, cfg)
+            messages.extend(enc.encode(b).to_bytes() for b in bundles)
+
+        def plain(compression: str | None = cfg.ipc_compression) -> None:
+            streams = PlainStreams(compression)
+            for b in bundles:
+                streams.write(b)
+
+        t_enc = t_plain = float("inf")
+        for _ in range(repeat):  # alternate, so both see the same machine load
+            t_enc = min(t_enc, best(encode, 1))
+            t_plain = min(t_plain, best(plain, 1))
+
+        def decode(messages: list[bytes] = messages) -> None:
+            dec = Decoder()
+            for m in messages:
+                dec.decode(m)
+
+        out[f"{label} encode s"] = t_enc
+        out[f"{label} plain s"] = t_plain
+        out[f"{label} decode s"] = best(decode, repeat)
+        out[f"{label} bytes"] = sum(len(m) for m in messages)
+    return out
+
+
+def samples() -> list[tuple[str, Signal, list[OtapBundle]]]:
+    found = []
+    for path in sorted((DATA / "otlp-examples").glob("*.json")):
+        b = otap_model.from_otlp_json(path.read_bytes())
+        found.append((path.name, Signal(b.signal), [b]))
+    zipkin = [otap_model.from_zipkin_json(p.read_bytes()) for p in sorted((DATA / "zipkin").glob("*.json"))]
+    if zipkin:
+        found.append(("zipkin/*.json (10 files, one stream)", Signal.TRACES, zipkin))
+    return found
+
+
+def _pin() -> None:
+    if hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {0})
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=20000, help="root records per signal")
+    parser.add_argument("--batch-size", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    _pin()
+    data = {s: list(otap_model.generate(s, args.rows, batch_size=args.batch_size, seed=args.seed)) for s in Signal}
+
+    print(f"### Schema savings (generator, default profile, {args.rows} root records in batches of {args.batch_size})\n")
+    print("| signal | payload type | reference columns | emitted columns | plain IPC bytes | adaptive IPC bytes | saved |")
+    print("|---|---|---|---|---|---|---|")
+    for s, bundles in data.items():
+        for name, rc, ec, pb, ab in savings(s, bundles):
+            print(f"| {s.value} | {name} | {rc} | {ec} | {pb:,} | {ab:,} | {1 - ab / pb:.0%} |")
+    print("\n### Schema savings (real samples)\n")
+    print("| sample | payload type | reference columns | emitted columns | plain IPC bytes | adaptive IPC bytes | saved |")
+    print("|---|---|---|---|---|---|---|")
+    for label, s, bundles in samples():
+        for name, rc, ec, pb, ab in savings(s, bundles):
+            print(f"| {label} | {name} | {rc} | {ec} | {pb:,} | {ab:,} | {1 - ab / pb:.0%} |")
+
+    print(f"\n### Throughput and cost against a plain IPC write (min of {args.repeat} runs, one core)\n")
+    print("| signal | mode | encode rows/s | encode MB/s | decode rows/s | decode MB/s | encode / plain IPC write | OTAP bytes |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s, bundles in data.items():
+        r = throughput(s, bundles, args.repeat)
+        for label in ("adaptive", "adaptive+sort", "adaptive+sort+zstd"):
+            te, tp, td = r[f"{label} encode s"], r[f"{label} plain s"], r[f"{label} decode s"]
+            base = "plain write zstd" if "zstd" in label else "plain write"
+            print(
+                f"| {s.value} | {label} | {r['rows'] / te:,.0f} | {r['mb'] / te:,.1f} | {r['rows'] / td:,.0f} | "
+                f"{r['mb'] / td:,.1f} | {te / tp:.1f}x ({base}) | {int(r[f'{label} bytes']):,} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
