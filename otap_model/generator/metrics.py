@@ -152,14 +152,17 @@ class MetricFactory:
         keys = [k for k, _ in MULTIVARIATE_ENTITIES]
         for host in build_hosts(self.ent, self.profile):
             entities: list[Attrs] = []
+            cluster = f"prod-{host.region}"
             for _ in range(1 + self.py.randrange(3)):
                 values = [self.py.choice(vals) for _, vals in MULTIVARIATE_ENTITIES]
-                entities.append((*zip(keys, values), ("entity.index", len(entities))))
+                entities.append((("k8s.cluster.name", cluster), ("k8s.node.name", host.name), *zip(keys, values),
+                                 ("topology.zone", host.zone), ("entity.index", len(entities))))
             boot = epoch_ns - self.py.randrange(3_600, 90 * 86_400) * NS_PER_S
             src = Source(host.resource, "https://opentelemetry.io/schemas/1.9.0", boot, 10 * NS_PER_S)
-            for name, unit, is_int, monotonic, level in MULTIVARIATE_METRICS:
+            for name, unit, is_int, monotonic, level, volatility, quantum in MULTIVARIATE_METRICS:
                 mdef = MetricDef(name, unit, "", "sum" if monotonic else "gauge", "host", is_int=is_int,
-                                 monotonic=monotonic, level=level, spread=0.3)
+                                 monotonic=monotonic, level=level, spread=0.3 if volatility else 0.0,
+                                 volatility=volatility, quantum=quantum)
                 src.series.append(self._series(mdef, scope, entities))
             self.sources.append(src)
 
@@ -195,17 +198,20 @@ class MetricFactory:
         attrs = self._attrs(s)
         exemplars: list[list[tuple[Any, ...]]] | None = None
         if m.kind == "gauge" or (m.kind == "sum" and not m.monotonic):
-            s.state = 0.8 * s.state + 0.15 * rng.standard_normal(n)
+            if m.volatility:
+                s.state = 0.9 * s.state + m.volatility * rng.standard_normal(n)
             values = s.base * np.exp(s.state)
             if m.unit == "1":
                 values = np.minimum(values, 1.0)
-            points = list(zip(attrs, _numbers(values, m.is_int)))
+            points = list(zip(attrs, _numbers(values, m)))
         elif m.kind == "sum":
-            inc = s.base * dt * rng.lognormal(0.0, 0.3, n)
+            inc = s.base * dt * (rng.lognormal(0.0, m.volatility, n) if m.volatility else 1.0)
             if m.is_int:
                 inc = np.floor(inc + rng.random(n))
+            before = _quantize(s.state, m)
             s.state = s.state + inc
-            points = list(zip(attrs, _numbers(inc if m.delta else s.state, m.is_int)))
+            reported = _quantize(s.state, m)
+            points = list(zip(attrs, _numbers(reported - before if m.delta else reported, m)))
             if m.exemplars and not sparse:
                 exemplars = [self._exemplars(src, t, 1, 0.1) if v > 0 else [] for v in inc.tolist()]
         elif m.kind == "histogram":
@@ -289,8 +295,19 @@ class MetricFactory:
         return [(when, value, self.ent.trace_id(), self.ent.span_id(), filtered)]
 
 
-def _numbers(values: np.ndarray, is_int: bool) -> list[Any]:
-    return np.rint(values).astype(np.int64).tolist() if is_int else values.tolist()
+def _quantize(values: np.ndarray, m: MetricDef) -> np.ndarray:
+    """Values at the resolution the source reports in (counters truncate, as tick counts do)."""
+    if m.quantum >= 1:
+        return np.floor(values / m.quantum) * m.quantum
+    if m.quantum:
+        return np.round(np.floor(values / m.quantum) * m.quantum, round(-np.log10(m.quantum)))
+    return values
+
+
+def _numbers(values: np.ndarray, m: MetricDef) -> list[Any]:
+    if m.quantum and not m.monotonic:
+        values = _quantize(values + m.quantum / 2, m)  # gauges round to the nearest step
+    return np.rint(values).astype(np.int64).tolist() if m.is_int else values.tolist()
 
 
 def _exponential(v: np.ndarray) -> tuple[Any, ...]:
