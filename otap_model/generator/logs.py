@@ -86,9 +86,9 @@ class LogFactory:
                                                py.randrange(20, 900))
             self.template_cum[spec.name] = cum
         self.contexts: dict[int, tuple[bytes, bytes, str]] = {}
-        w = self.work
+        work = self.work
         self.gen: dict[str, Callable[[], Any]] = {
-            "client_ip": w.client_ip, "user": w.user, "id": w.entity_id,
+            "client_ip": work.client_ip, "user": work.user, "id": work.entity_id,
             "request_id": ent.uuid4,
             "bytes": lambda: int(py.lognormvariate(8.0, 1.5)),
             "duration_ms": lambda: f"{py.lognormvariate(2.5, 1.1):.1f}",
