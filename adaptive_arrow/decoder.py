@@ -14,7 +14,7 @@ from quiver_store.bundle import RecordBundle
 
 from . import transport
 from .envelope import BatchArrowRecords
-from .errors import DecodingError
+from .errors import AdaptiveArrowError, DecodingError
 from .restore import restore_payload
 from .stream import StreamReader
 
@@ -53,7 +53,12 @@ class Decoder:
             bundle = OtapBundle(signal, tables)
         except ValueError as exc:
             raise DecodingError(f"{where}: {exc}") from None
-        return transport.restore(bundle)
+        try:
+            return transport.restore(bundle)
+        except DecodingError:
+            raise
+        except (AdaptiveArrowError, pa.ArrowException, ValueError) as exc:
+            raise DecodingError(f"{where}: encoded ids cannot be restored: {exc}") from exc
 
     def decode(self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview) -> OtapBundle:
         """Decode one envelope; envelopes of a stream must come in order."""

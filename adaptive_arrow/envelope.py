@@ -153,7 +153,8 @@ class BatchArrowRecords:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise EnvelopeError(f"BatchArrowRecords.from_bytes expects bytes, got {type(data).__name__}")
         buf = memoryview(data).cast("B")
-        batch_id, payloads, headers = 0, [], b""
+        batch_id, headers = 0, b""
+        payloads: list[ArrowPayload] = []
         for number, wire_type, value in _fields(buf, "BatchArrowRecords"):
             if number == 1:
                 _expect(wire_type, _VARINT, "BatchArrowRecords", number)

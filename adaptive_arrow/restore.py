@@ -34,7 +34,7 @@ def _restore_field(ref: pa.Field, got: pa.Field | None) -> pa.Field:
         for i in range(t.num_fields):
             child = t.field(i)
             gidx = gt.get_field_index(child.name) if gt is not None and pt.is_struct(gt) else -1
-            kids.append(_restore_field(child, gt.field(gidx) if gidx >= 0 else None))
+            kids.append(_restore_field(child, gt.field(gidx) if gt is not None and gidx >= 0 else None))
         t = pa.struct(kids)
     elif pt.is_map(t):
         t = pa.map_(
