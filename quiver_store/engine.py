@@ -272,6 +272,7 @@ class QuiverStore:
         self._sealed: collections.deque[_Sealed] = collections.deque()
         self._finalize_error: BaseException | None = None
         self._stopping = False
+        self._abandoned = False
         self._closed = False
         self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
         self._finalizer = threading.Thread(target=self._finalize_loop, name=f"quiver-finalizer[{self.path}]", daemon=True)
@@ -396,7 +397,7 @@ class QuiverStore:
                         break
                     if not self._cv.wait(timeout):
                         break
-                if not self._inbox and self._stopping:
+                if (not self._inbox and self._stopping) or self._abandoned:
                     return
                 items = list(self._inbox)
                 self._inbox.clear()
@@ -455,6 +456,8 @@ class QuiverStore:
     def _seal(self, reason: str, fut: Future | None = None) -> None:
         """Hand the open segment (or, when empty, a barrier) to the finalizer."""
         with self._cv:
+            if self._abandoned:
+                return
             if self._open is None or self._open.is_empty:
                 self._open = None
                 sealed = _Sealed(None, reason=reason)
@@ -462,6 +465,8 @@ class QuiverStore:
                 # Memory bound: at most one sealed segment waits while another is being written.
                 while len(self._sealed) >= 2 and not self._stopping:
                     self._cv.wait(0.5)
+                if self._abandoned:
+                    return
                 sealed = _Sealed(self._open, self._open_first, self._open_last, self._open_end, reason)
                 self._open = None
                 self.stats_counters[f"finalize_trigger_{reason.split(':')[0].replace(' ', '_')}"] += 1
@@ -480,7 +485,7 @@ class QuiverStore:
             with self._cv:
                 while not self._sealed and not self._stopping:
                     self._cv.wait()
-                if not self._sealed:
+                if not self._sealed or self._abandoned:
                     return
                 sealed = self._sealed[0]
             try:
@@ -504,7 +509,8 @@ class QuiverStore:
             delay = RETRY_BACKOFF[0]
             self._finalize_error = None
             with self._cv:
-                self._sealed.popleft()
+                if self._sealed and self._sealed[0] is sealed:  # _abandon may have emptied the queue
+                    self._sealed.popleft()
                 self._cv.notify_all()
             for w in sealed.waiters:
                 if not w.done():
@@ -591,6 +597,7 @@ class QuiverStore:
         self._hub.abandon()
         with self._cv:
             self._stopping = True
+            self._abandoned = True  # like a crash: no new seal or finalize starts from here on
             self._sealed.clear()
             self._inbox.clear()
             self._cv.notify_all()

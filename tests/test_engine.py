@@ -1,0 +1,318 @@
+"""QuiverStore: round trips through segments, finalize triggers, sequence floor, lock, hooks."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import quiver_store
+from quiver_store import (
+    ConfigError,
+    Layout,
+    QuiverError,
+    QuiverStore,
+    RecordBundle,
+    SegmentConfig,
+    StoreClosedError,
+    StoreConfig,
+    open_cores,
+)
+from quiver_store.fs import FileSystem
+
+QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+LOGS, LOG_ATTRS, SCOPE_ATTRS, RESOURCE_ATTRS = 30, 31, 2, 1
+
+
+def seed_example() -> list[RecordBundle]:
+    """The seed's three bundles: absent slots, a full bundle, then schema drift on two slots."""
+
+    def logs(n: int, extra: bool) -> pa.RecordBatch:
+        cols = {"id": pa.array(np.arange(n, dtype=np.uint16)), "body": pa.array([f"log {i}" for i in range(n)])}
+        if extra:
+            cols["severity"] = pa.array(np.full(n, 9, dtype=np.int32))
+        return pa.record_batch(cols)
+
+    def attrs(n: int, dict_keys: bool) -> pa.RecordBatch:
+        keys = pa.array([f"k{i % 3}" for i in range(n)])
+        return pa.record_batch({"parent_id": pa.array(np.arange(n, dtype=np.uint16)), "key": keys.dictionary_encode() if dict_keys else keys})
+
+    scope = pa.record_batch({"id": pa.array([0, 1], pa.uint16()), "name": ["a", "b"]})
+    resource = pa.record_batch({"id": pa.array([0], pa.uint16()), "service": ["svc"]})
+    return [
+        RecordBundle({LOGS: logs(37, False), LOG_ATTRS: attrs(37, False)}),
+        RecordBundle({LOGS: logs(54, False), LOG_ATTRS: attrs(54, False), SCOPE_ATTRS: scope, RESOURCE_ATTRS: resource}),
+        RecordBundle({LOGS: logs(49, True), LOG_ATTRS: attrs(49, True), RESOURCE_ATTRS: resource}),
+    ]
+
+
+def assert_same(got: list[tuple[int, int, RecordBundle]], want: list[RecordBundle]) -> None:
+    assert len(got) == len(want)
+    for (_, _, g), w in zip(got, want):
+        assert set(g.slots) == set(w.slots)
+        for slot in w.slots:
+            gb, wb = g.slots[slot], w.slots[slot]
+            assert gb.schema.names == wb.schema.names
+            for name in wb.schema.names:  # dictionary columns may come back re-encoded; values are equal
+                gc, wc = gb.column(name), wb.column(name)
+                if pa.types.is_dictionary(gc.type):
+                    gc = gc.dictionary_decode()
+                if pa.types.is_dictionary(wc.type):
+                    wc = wc.dictionary_decode()
+                assert gc.equals(wc), (slot, name)
+            assert g.fingerprint(slot) == w.fingerprint(slot)
+        assert g.ingestion_time_ns == w.ingestion_time_ns
+
+
+def simple(i: int) -> RecordBundle:
+    return RecordBundle({0: pa.record_batch({"i": pa.array([i] * 10, pa.int64())})})
+
+
+def values(store: QuiverStore) -> list[int]:
+    return [b.slots[0]["i"][0].as_py() for _, _, b in store.bundles()]
+
+
+# -- round trips ----------------------------------------------------------------------------------
+def test_seed_example_round_trips_after_close(tmp_path):
+    bundles = seed_example()
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        for b in bundles:
+            store.ingest(b)
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        got = list(store.bundles())
+        assert [(s, i) for s, i, _ in got] == [(0, 0), (0, 1), (0, 2)]
+        assert_same(got, bundles)
+        [info] = store.segments()
+        assert info.bundle_count == 3 and info.stream_count == 6
+
+
+def test_seed_example_round_trips_after_a_crash(tmp_path):
+    bundles = seed_example()
+    store = QuiverStore.open(tmp_path, QUIET)
+    store.ingest(bundles[0])
+    store.flush()
+    for b in bundles[1:]:
+        store.ingest(b)
+    store._abandon()  # no close: the last two bundles live only in the WAL
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.stats()["replayed_entries"] == 2
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        got = list(store.bundles())
+        assert [(s, i) for s, i, _ in got] == [(0, 0), (1, 0), (1, 1)]
+        assert_same(got, bundles)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.dictionaries(st.integers(0, 63), st.tuples(st.integers(0, 30), st.booleans()), min_size=1, max_size=4),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 12),
+)
+def test_random_bundles_round_trip_in_order(tmp_path_factory, shapes, crash_after):
+    path = tmp_path_factory.mktemp("store")
+    bundles = []
+    for k, shape in enumerate(shapes):
+        slots = {}
+        for slot, (rows, drift) in shape.items():
+            cols = {"k": pa.array(np.full(rows, k, dtype=np.int64))}
+            if drift:
+                cols["extra"] = pa.array([f"x{j}" for j in range(rows)])
+            slots[slot] = pa.record_batch(cols)
+        bundles.append(RecordBundle(slots))
+    cfg = StoreConfig(segment=SegmentConfig(target_size=2048, max_open_duration=3600.0))
+    store = QuiverStore.open(path, cfg)
+    for b in bundles:
+        store.ingest(b)
+    if crash_after % 2:
+        store._abandon()
+        QuiverStore.open(path, cfg).close()  # recovery replays the WAL, close finalizes it
+    else:
+        store.close()
+    with QuiverStore.open(path, cfg) as store:
+        got = list(store.bundles())
+    assert_same(got, bundles)
+    seqs = [(s, i) for s, i, _ in got]
+    assert seqs == sorted(seqs)
+
+
+# -- finalize triggers ------------------------------------------------------------------------------
+def reasons(store: QuiverStore) -> list[str]:
+    return [s.metadata["quiver.finalize_reason"] for s in store.segments()]
+
+
+def test_finalize_on_target_size(tmp_path):
+    cfg = StoreConfig(segment=SegmentConfig(target_size=1024, max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, cfg) as store:
+        for i in range(40):
+            store.ingest(simple(i))
+        store._wait_applied()
+        store.finalize_now("test")  # also waits for every sealed segment ahead of it
+        assert reasons(store).count("target_size") >= 3
+        assert values(store) == list(range(40))
+
+
+def test_finalize_on_stream_count(tmp_path):
+    cfg = StoreConfig(segment=SegmentConfig(max_stream_count=2, max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, cfg) as store:
+        for slot in range(6):
+            store.ingest(RecordBundle({slot: pa.record_batch({"v": [slot]})}))
+        store.flush()
+        assert [s.stream_count for s in store.segments()] == [2, 2, 2]
+        assert reasons(store) == ["max_stream_count"] * 3
+
+
+def test_finalize_by_timer_without_new_data(tmp_path):
+    cfg = StoreConfig(segment=SegmentConfig(max_open_duration=0.2))
+    with QuiverStore.open(tmp_path, cfg) as store:
+        store.ingest(simple(1))
+        deadline = time.monotonic() + 20
+        while not store.stats()["segments"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reasons(store) == ["max_open_duration"]
+        assert values(store) == [1]
+
+
+def test_finalize_on_close_flush_and_request(tmp_path):
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.finalize_now("pressure") is None  # nothing open
+        store.ingest(simple(1))
+        info = store.finalize_now("disk pressure")
+        assert info is not None and info.bundle_count == 1 and info.metadata["quiver.finalize_reason"] == "disk pressure"
+        store.ingest(simple(2))
+        store.flush()
+        store.ingest(simple(3))
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert reasons(store) == ["disk pressure", "flush", "close"]
+        assert values(store) == [1, 2, 3]
+
+
+# -- sequence numbers ----------------------------------------------------------------------------------
+def test_segment_sequence_never_reused_after_deleting_everything(tmp_path):
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        for i in range(3):
+            store.ingest(simple(i))
+            store.flush()
+        assert [s.seq for s in store.segments()] == [0, 1, 2]
+        freed = sum(store.delete_segment(s, "test") for s in (0, 1, 2))
+        assert freed > 0 and store.segments() == []
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(simple(9))
+        store.flush()
+        assert [s.seq for s in store.segments()] == [3]
+
+
+def test_sequence_floor_file_beats_missing_segment_files(tmp_path):
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(simple(0))
+        store.flush()
+    os.unlink(tmp_path / "segments" / f"{0:016d}.qseg")
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(simple(1))
+        store.flush()
+        assert [s.seq for s in store.segments()] == [1]
+
+
+# -- single writer, cores, validation --------------------------------------------------------------------
+def test_single_writer_lock(tmp_path):
+    with QuiverStore.open(tmp_path, QUIET), pytest.raises(QuiverError, match="already open by another writer"):
+        QuiverStore.open(tmp_path, QUIET)
+    with QuiverStore.open(tmp_path, QUIET):
+        pass
+
+
+def test_open_cores_gives_independent_stores(tmp_path):
+    stores = open_cores(str(tmp_path), 3, QUIET)
+    try:
+        for n, store in enumerate(stores):
+            store.ingest(simple(n))
+        assert stores[0].config.cores == 3
+    finally:
+        for s in stores:
+            s.close()
+    assert sorted(os.listdir(tmp_path)) == ["core_0", "core_1", "core_2"]
+    for n in range(3):
+        with QuiverStore.open(tmp_path / f"core_{n}", QUIET) as store:
+            assert values(store) == [n]
+
+
+def test_contradicting_schema_is_refused_before_the_wal(tmp_path):
+    fp = b"\1" * 32
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(RecordBundle({0: pa.record_batch({"a": [1]})}, fingerprints={0: fp}))
+        before = store.stats()["entries"]
+        with pytest.raises(QuiverError, match="different schema needs a different fingerprint"):
+            store.ingest(RecordBundle({0: pa.record_batch({"b": ["x"]})}, fingerprints={0: fp}))
+        assert store.stats()["entries"] == before
+
+
+def test_bad_input_is_refused_with_clear_errors(tmp_path):
+    layout = Layout("two", slots={0: "a", 1: "b"})
+    with QuiverStore.open(tmp_path, QUIET, layout=layout) as store:
+        with pytest.raises(ConfigError, match="slot 5 is not defined by layout 'two'"):
+            store.ingest(RecordBundle({5: pa.record_batch({"a": [1]})}))
+        with pytest.raises(QuiverError, match=r"expects a quiver_store\.RecordBundle"):
+            store.ingest({0: pa.record_batch({"a": [1]})})  # type: ignore[arg-type]
+        with pytest.raises(QuiverError, match="without any slot"):
+            store.ingest(RecordBundle({}))
+    with pytest.raises(StoreClosedError):
+        store.ingest(simple(1))
+    with pytest.raises(ConfigError, match="out of range"):
+        Layout("bad", slots={64: "x"})
+
+
+def test_layout_hash_covers_the_contract_only():
+    a = Layout("otap", slots={30: "logs"}, event_time_columns={30: ("time_unix_nano",)}, root_slots={30: "logs"})
+    same = Layout("otap", slots=((30, "logs"),), event_time_columns={30: ["time_unix_nano"]}, root_slots={30: "logs"})
+    assert a.cfg_hash == same.cfg_hash and len(a.cfg_hash) == 16
+    assert Layout("otap", slots={30: "logs"}).cfg_hash != a.cfg_hash
+    assert quiver_store.DEFAULT_LAYOUT.is_generic and quiver_store.DEFAULT_LAYOUT.payload_type_id(7) == 7
+
+
+# -- hooks -----------------------------------------------------------------------------------------------
+def test_hooks_for_retention_and_subscribers(tmp_path):
+    seen = []
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.add_finalize_listener(lambda info: seen.append((info.seq, os.path.exists(info.path))))
+        store.ingest(simple(1))
+        store._wait_applied()
+        assert store.open_segment_bytes() > 0
+        usage = store.disk_usage()
+        info = store.finalize_now("test")
+        assert seen == [(0, True)]
+        assert store.open_segment_bytes() == 0
+        assert store.disk_usage() >= info.size_bytes
+        assert usage > 0
+        assert store.delete_segment(0, "acked by everyone") == info.size_bytes
+        with pytest.raises(QuiverError, match="no segment 0"):
+            store.delete_segment(0, "twice")
+
+
+class CountingFS(FileSystem):
+    def __init__(self) -> None:
+        self.segment_opens = 0
+
+    def open(self, path, flags, mode=0o644):
+        if str(path).endswith(".qseg"):
+            self.segment_opens += 1
+        return super().open(path, flags, mode)
+
+
+def test_segment_metadata_is_read_at_most_once_per_open(tmp_path):
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        for i in range(5):
+            store.ingest(simple(i))
+            store.flush()
+    fs = CountingFS()
+    with QuiverStore.open(tmp_path, QUIET, fs=fs) as store:
+        opened = fs.segment_opens
+        assert opened <= 5  # WAL floor: newest only; the subscriber hub reads the rest once
+        assert len(store.segments()) == 5 and len(store.segments()) == 5
+        assert fs.segment_opens == max(opened, 5)
