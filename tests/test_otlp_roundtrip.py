@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,45 @@ def test_message_signal_mismatch_is_rejected() -> None:
     msg = otlp_json_to_message((EXAMPLES / "logs.json").read_text())
     with pytest.raises(otap_model.ConversionError, match="signal=traces"):
         from_otlp(msg, Signal.TRACES)
+
+
+def _field(number: int, wire: int, payload: bytes) -> bytes:
+    if wire == 2:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+    return bytes([number << 3 | wire]) + payload
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        # AnyValue body: string then int on the wire -> the last oneof member (int) wins
+        _field(5, 2, _field(1, 2, b"text") + _field(3, 0, b"\x07")),
+        # body given twice: the two messages merge, the later oneof member wins
+        _field(5, 2, _field(3, 0, b"\x07")) + _field(2, 0, b"\x09") + _field(5, 2, _field(1, 2, b"x")),
+        # a scalar repeated: the last value wins
+        _field(2, 0, b"\x09") + _field(2, 0, b"\x0d") + _field(3, 2, b"A") + _field(3, 2, b"B"),
+        # an attribute value with an unknown field and a field of the wrong wire type, both skipped
+        _field(6, 2, _field(1, 2, b"k") + _field(2, 2, _field(3, 2, b"zz") + _field(15, 0, b"\x01") + _field(1, 2, b"v"))),
+    ],
+)
+def test_wire_semantics_match_upb(record: bytes) -> None:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    data = _field(1, 2, _field(2, 2, _field(2, 2, record)))
+    via_upb = from_otlp(ExportLogsServiceRequest.FromString(data))
+    assert from_otlp(data, "logs") == via_upb
+
+
+def test_unpacked_repeated_and_oneof_override_match_upb() -> None:
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    bounds = b"".join(_field(7, 1, struct.pack("<d", b)) for b in (1.0, 2.5))  # unpacked doubles
+    counts = _field(6, 2, struct.pack("<QQQ", 1, 2, 3))  # packed fixed64
+    point = _field(3, 1, struct.pack("<Q", 10)) + bounds + counts + _field(5, 1, struct.pack("<d", 0.0))
+    histogram = _field(9, 2, _field(1, 2, point))
+    gauge = _field(5, 2, _field(1, 2, _field(4, 1, struct.pack("<d", 1.5))))
+    for metric in (_field(1, 2, b"m") + gauge + histogram, _field(1, 2, b"m") + histogram + gauge):
+        data = _field(1, 2, _field(2, 2, _field(2, 2, metric)))
+        via_upb = from_otlp(ExportMetricsServiceRequest.FromString(data))
+        assert from_otlp(data, "metrics") == via_upb
+        check_relations(via_upb)

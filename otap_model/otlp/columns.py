@@ -14,7 +14,18 @@ import pyarrow as pa
 
 from ..errors import ConversionError
 from . import anyvalue as av
-from .wire import ERROR_TEXT, MAX_FIELD, N_TYPES, REP_MSG, Scan, T, gather, last_per_row, messages_for
+from .wire import (
+    ERROR_TEXT,
+    MAX_FIELD,
+    N_TYPES,
+    REP_MSG,
+    Scan,
+    T,
+    gather,
+    group_by_key,
+    last_per_row,
+    messages_for,
+)
 
 _U32_MASK = np.int64(0xFFFFFFFF)
 
@@ -25,8 +36,7 @@ class Tokens:
     def __init__(self, scan: Scan, signal: str) -> None:
         self.scan = scan
         self.signal = signal
-        self.order = np.argsort(scan.tok_key, kind="stable")
-        self.bounds = np.searchsorted(scan.tok_key[self.order], np.arange(N_TYPES * MAX_FIELD + 1))
+        self.order, self.bounds = group_by_key(scan.tok_key, N_TYPES * MAX_FIELD)
         self._nodes: dict[T, np.ndarray] = {}
         self._messages = messages_for(signal)
 
@@ -44,7 +54,7 @@ class Tokens:
 
     def rows_in(self, t: T, nodes: np.ndarray) -> np.ndarray:
         """Row index, among messages of type t, of each node (which must be of type t)."""
-        return np.searchsorted(self.nodes(t), nodes).astype(np.int64)
+        return self.scan.node_rank[nodes].astype(np.int64)
 
     def toks(self, t: T, field: int) -> np.ndarray:
         key = int(t) * MAX_FIELD + field
@@ -185,13 +195,15 @@ class Tokens:
         `owner_rows` gives, per node of type `any_t`, the row it belongs to (-1 = not kept).
         """
         s = self.scan
-        idx = np.sort(np.concatenate([self.toks(any_t, f) for f in range(1, 8)]))
-        any_rows = self.rows_in(any_t, s.tok_node[idx])
-        rows = owner_rows[any_rows]
+        idx = np.concatenate([self.toks(any_t, f) for f in range(1, 8)])
+        rows = owner_rows[self.rows_in(any_t, s.tok_node[idx])]
         kept = rows >= 0
         idx, rows = idx[kept], rows[kept]
-        keep = last_per_row(rows) if rows.size else np.zeros(0, np.bool_)
-        idx, rows = idx[keep], rows[keep]
+        if rows.size and np.bincount(rows).max() > 1:  # several oneof members on the wire: the last wins
+            order = np.argsort(idx)
+            idx, rows = idx[order], rows[order]
+            keep = last_per_row(rows)
+            idx, rows = idx[keep], rows[keep]
         fields = s.tok_key[idx] - int(any_t) * MAX_FIELD
         codes = _FIELD_TO_TYPE[fields]
         type_ = np.zeros(n, np.uint8)

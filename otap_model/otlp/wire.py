@@ -360,8 +360,9 @@ def _jit(fn):  # type: ignore[no-untyped-def]
 
 
 @_jit
-def _scan(data, kinds, children, node_type, node_parent, tok_key, tok_node, tok_val, tok_len, err):  # type: ignore[no-untyped-def]
+def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err):  # type: ignore[no-untyped-def]
     n = data.shape[0]
+    type_count = np.zeros(kinds.shape[0], np.int32)
     st_end = np.empty(MAX_DEPTH, np.int64)
     st_node = np.empty(MAX_DEPTH, np.int32)
     last_child = np.full((MAX_DEPTH, MAX_FIELD), -1, np.int32)
@@ -370,6 +371,8 @@ def _scan(data, kinds, children, node_type, node_parent, tok_key, tok_node, tok_
     st_node[0] = 0
     node_type[0] = 0
     node_parent[0] = -1
+    node_rank[0] = 0
+    type_count[0] = 1
     nn = 1
     nt = 0
     pos = 0
@@ -471,8 +474,11 @@ def _scan(data, kinds, children, node_type, node_parent, tok_key, tok_node, tok_
             if child < 0:
                 child = nn
                 nn += 1
-                node_type[child] = children[t, field]
+                ct = children[t, field]
+                node_type[child] = ct
                 node_parent[child] = node
+                node_rank[child] = type_count[ct]
+                type_count[ct] += 1
                 if kind == MSG:
                     last_child[depth, field] = child
             tok_key[nt] = key
@@ -566,6 +572,7 @@ class Scan:
     data: np.ndarray  # uint8 view of the request bytes
     node_type: np.ndarray  # int8 per node
     node_parent: np.ndarray  # int32 per node
+    node_rank: np.ndarray  # int32 per node: its index among the nodes of its type (document order)
     tok_key: np.ndarray  # int16: type * 32 + field
     tok_node: np.ndarray  # int32
     tok_val: np.ndarray  # int64: value bits, child node, or byte offset
@@ -580,16 +587,18 @@ def scan(data: bytes | bytearray | memoryview, signal: str) -> Scan:
     kinds, children = _SCHEMAS[signal]
     node_type = np.empty(n // 2 + 2, np.int8)
     node_parent = np.empty(n // 2 + 2, np.int32)
+    node_rank = np.empty(n // 2 + 2, np.int32)
     tok_key = np.empty(n + 1, np.int16)
     tok_node = np.empty(n + 1, np.int32)
     tok_val = np.empty(n + 1, np.int64)
     tok_len = np.empty(n + 1, np.int32)
     err = np.zeros(4, np.int64)
-    nn, nt = _scan(buf, kinds, children, node_type, node_parent, tok_key, tok_node, tok_val, tok_len, err)
+    nn, nt = _scan(buf, kinds, children, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err)
     return Scan(
         buf,
         node_type[:nn],
         node_parent[:nn],
+        node_rank[:nn],
         tok_key[:nt],
         tok_node[:nt],
         tok_val[:nt],
@@ -609,6 +618,23 @@ def gather(data, starts, lengths, offsets, out):  # type: ignore[no-untyped-def]
         o = offsets[i]
         for j in range(lengths[i]):
             out[o + j] = data[s + j]
+
+
+@_jit
+def group_by_key(keys, n_keys):  # type: ignore[no-untyped-def]
+    """Counting sort of token keys: (token order grouped by key, stable; start offset of each key)."""
+    bounds = np.zeros(n_keys + 1, np.int64)
+    for k in keys:
+        bounds[k + 1] += 1
+    for k in range(n_keys):
+        bounds[k + 1] += bounds[k]
+    fill = bounds[:-1].copy()
+    order = np.empty(keys.shape[0], np.int64)
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        order[fill[k]] = i
+        fill[k] += 1
+    return order, bounds
 
 
 @_jit
