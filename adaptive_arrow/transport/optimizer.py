@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, relations
+from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, relations
 
 from . import delta
 from .columns import DELTA, PLAIN, QUASI_DELTA, encoded_paths, get_column, replace_column
@@ -22,6 +22,9 @@ from .ids import Renumbering, renumber
 from .sort import DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES, resolve_sort_orders, sort_indices
 
 _ROOT_IDS = ("id", "resource.id", "scope.id")
+
+Renumberings = dict[tuple[PayloadType, str], Renumbering]
+"""(payload type, id column) -> the numbering that column got in the sorted table."""
 
 
 def id_columns(pt: PayloadType) -> tuple[str, ...]:
@@ -49,35 +52,48 @@ def optimize(bundle: OtapBundle, config: object | None = None) -> OtapBundle:
     """
     orders = resolve_sort_orders(_sort_orders_of(config))
     tables = dict(restore(bundle).tables)
-    renumberings: dict[tuple[PayloadType, str], Renumbering] = {}
-    for pt, parent in _top_down(bundle):
-        table = tables.get(pt)
-        if table is None:
-            continue
-        where = pt.name
-        if parent is not None:
-            parent_pt, parent_column = parent
-            mapping = renumberings.get(parent)
-            if mapping is None:
-                raise TransportError(
-                    f"{where}: has {table.num_rows} rows but the bundle has no {parent_pt.name} table "
-                    "for their parent_id to refer to"
-                )
-            parent_ids = _require(table, "parent_id", where)
-            table = replace_column(
-                table, "parent_id", mapping.apply(parent_ids, where, f"{parent_pt.name}.{parent_column}"), None
+    renumberings: Renumberings = {}
+    for pt, parent in top_down(bundle.signal):
+        if pt in tables:
+            tables[pt] = sort_and_renumber(pt, tables[pt], parent, orders[pt], renumberings)
+    return OtapBundle(bundle.signal, {pt: encode_ids(pt, t) for pt, t in tables.items()})
+
+
+def top_down(signal: Signal) -> list[tuple[PayloadType, tuple[PayloadType, str] | None]]:
+    """Each payload type of the signal with its (parent, parent column), parents first."""
+    return [(ROOT_PAYLOAD[signal], None)] + [(r.child, (r.parent, r.parent_column)) for r in relations(signal)]
+
+
+def sort_and_renumber(
+    pt: PayloadType,
+    table: pa.RecordBatch,
+    parent: tuple[PayloadType, str] | None,
+    order: Sequence[str],
+    renumberings: Renumberings,
+) -> pa.RecordBatch:
+    """One table's step of the top-down pass: rewrite its parent ids to the parent's new numbering
+    (recorded in ``renumberings``), sort it, renumber its own ids and record that numbering."""
+    where = pt.name
+    if parent is not None:
+        parent_pt, parent_column = parent
+        mapping = renumberings.get(parent)
+        if mapping is None:
+            raise TransportError(
+                f"{where}: has {table.num_rows} rows but the bundle has no {parent_pt.name} table "
+                "for their parent_id to refer to"
             )
-        order = sort_indices(table, orders[pt], where)
-        if order is not None:
-            table = table.take(order)
-        for path in id_columns(pt):
-            ids = get_column(table, path)
-            if ids is None:
-                continue
+        parent_ids = _require(table, "parent_id", where)
+        new_parent_ids = mapping.apply(parent_ids, where, f"{parent_pt.name}.{parent_column}")
+        table = replace_column(table, "parent_id", new_parent_ids, None)
+    rows = sort_indices(table, order, where)
+    if rows is not None:
+        table = table.take(rows)
+    for path in id_columns(pt):
+        ids = get_column(table, path)
+        if ids is not None:
             new_ids, renumberings[(pt, path)] = renumber(ids, f"{where}.{path}")
             table = replace_column(table, path, new_ids, None)
-        tables[pt] = table
-    return OtapBundle(bundle.signal, {pt: _encode(pt, t) for pt, t in tables.items()})
+    return table
 
 
 def restore(bundle: OtapBundle) -> OtapBundle:
@@ -107,7 +123,8 @@ def restore(bundle: OtapBundle) -> OtapBundle:
     return OtapBundle(bundle.signal, restored)
 
 
-def _encode(pt: PayloadType, table: pa.RecordBatch) -> pa.RecordBatch:
+def encode_ids(pt: PayloadType, table: pa.RecordBatch) -> pa.RecordBatch:
+    """Delta-encode a sorted, renumbered table's ids and (quasi-)delta-encode its parent ids."""
     for path in id_columns(pt):
         ids = get_column(table, path)
         if ids is not None:
@@ -121,12 +138,6 @@ def _encode(pt: PayloadType, table: pa.RecordBatch) -> pa.RecordBatch:
     else:
         encoded = delta.quasi_delta_encode(parent_ids, delta.equal_runs(table, pt))
     return replace_column(table, "parent_id", encoded, encoding)
-
-
-def _top_down(bundle: OtapBundle) -> list[tuple[PayloadType, tuple[PayloadType, str] | None]]:
-    """Each payload type of the signal with its (parent, parent column), parents first."""
-    root = ROOT_PAYLOAD[bundle.signal]
-    return [(root, None)] + [(r.child, (r.parent, r.parent_column)) for r in relations(bundle.signal)]
 
 
 def _require(table: pa.RecordBatch, path: str, where: str) -> pa.Array:

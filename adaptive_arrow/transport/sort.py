@@ -118,8 +118,8 @@ def sort_indices(batch: pa.RecordBatch, paths: Sequence[str], where: str) -> np.
     shift = 0
     for path in reversed(paths):  # least significant key first
         column = get_column(batch, path)
-        if column is None:
-            continue  # an absent column is all null: it orders nothing
+        if column is None or column.null_count == len(column):
+            continue  # an absent or all-null column orders nothing
         key, bits = _key(column, f"{where}.{path}")
         if bits == 0:
             continue
