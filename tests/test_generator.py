@@ -247,9 +247,10 @@ def test_logs_carry_every_anyvalue_kind_rare_ones_rarely() -> None:
     body_kinds = collections.Counter(r.body.WhichOneof("value") for r in recs)
     assert {"string_value", "int_value", "double_value", "bool_value", "bytes_value", "array_value"} <= set(attr_kinds)
     assert {"string_value", "kvlist_value"} <= set(body_kinds)
+    assert "kvlist_value" in attr_kinds
     total = sum(attr_kinds.values())
     assert attr_kinds["string_value"] > 0.5 * total
-    assert attr_kinds["bytes_value"] + attr_kinds["array_value"] < 0.01 * total
+    assert attr_kinds["bytes_value"] + attr_kinds["array_value"] + attr_kinds["kvlist_value"] < 0.01 * total
     assert body_kinds["kvlist_value"] < 0.1 * len(recs)
     keys = {kv.key for r in recs for kv in r.attributes}
     assert {"code.filepath", "code.lineno", "thread.name", "http.request.method", "enduser.id"} <= keys
@@ -287,6 +288,7 @@ def test_default_metrics_cover_every_point_type_and_field() -> None:
             if kind != "gauge":
                 assert 0 < p.start_time_unix_nano < p.time_unix_nano
     assert any(len(p.negative.bucket_counts) for m in ms if m.HasField("exponential_histogram") for p in _points(m))
+    assert any(m.metadata for m in ms if m.HasField("summary"))
 
 
 def test_metric_cycles_follow_collection_intervals_with_jitter() -> None:

@@ -181,6 +181,9 @@ class LogFactory:
             self._event(rec, vals)
         if py.random() < 0.0005:
             a.append(("log.record.original", text.encode()))
+        if lang.name == "python" and py.random() < 0.01:  # `extra={"ctx": {...}}` of the logging call
+            a.append(("ctx", {"tenant": f"t-{self.work.entity_id()[-3:]}", "retries": py.randrange(3),
+                              "dry_run": py.random() < 0.1}))
         return rec
 
     def _kind_attrs(self, rec: LogRec, kind: str, vals: dict[str, Any]) -> None:

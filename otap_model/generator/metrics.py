@@ -358,6 +358,8 @@ def _write_metric(metric: Any, c: Chunk, sparse: bool) -> None:
             metric.description = m.description
         if m.unit:
             metric.unit = m.unit
+    if m.scope == "prometheus":  # the Prometheus receiver keeps the scraped type as metadata
+        add_attributes(metric.metadata, (("prometheus.type", m.kind),))
     t, start = c.time, c.start
     if m.kind in ("gauge", "sum"):
         if m.kind == "gauge":
