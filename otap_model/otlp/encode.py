@@ -220,7 +220,8 @@ def _logs(bundle: OtapBundle) -> ExportLogsServiceRequest:
             lr.severity_text = severity_text[row]
         if body_valid[row] and b_type[row] != av.EMPTY:
             where = f"log_records[{row}].body"
-            set_any(lr.body, b_type[row], *(c[row] for c in b_cols), where)
+            s, i, d, b, by, ser = (c[row] for c in b_cols)
+            set_any(lr.body, b_type[row], s, i, d, b, by, ser, where)
         if dropped[row]:
             lr.dropped_attributes_count = dropped[row]
         if flags[row]:

@@ -23,7 +23,7 @@ def normalize_otlp(msg: Message) -> Message:
     """A normalised copy of an Export*ServiceRequest (the input is left unchanged)."""
     if not isinstance(msg, tuple(REQUEST_TYPES.values())):
         raise TypeError(f"{type(msg).__name__} is not an OTLP export request")
-    out = type(msg)()
+    out: Any = type(msg)()
     out.CopyFrom(msg)
     out.DiscardUnknownFields()  # 1. unknown fields have no column
     res_field = out.DESCRIPTOR.fields[0].name
