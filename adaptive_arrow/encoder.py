@@ -76,8 +76,8 @@ class Encoder:
             table.commit(plan)
             self._tables[pt] = table
             events.extend(plan.events)
-            if plan.new_stream:
-                self._writers.pop(pt, None)
+            if plan.new_stream and (old := self._writers.pop(pt, None)) is not None:
+                old.close()
             writer = self._writers.get(pt)
             if wire and writer is None:
                 writer = StreamWriter(str(self._next_schema_id), record.schema, self.config.ipc_compression)

@@ -34,6 +34,11 @@ class StreamWriter:
     def stats(self) -> pa.ipc.WriteStats:
         return self._writer.stats
 
+    def close(self) -> None:
+        """End the stream (its end-of-stream marker is never sent: a new schema_id replaces it)."""
+        self._writer.close()
+        self._sink = io.BytesIO()
+
 
 class _Feed:
     """A read-only file whose content grows as payloads arrive; consumed bytes are dropped."""
@@ -44,15 +49,16 @@ class _Feed:
         self.closed = False
 
     def append(self, data: bytes) -> None:
-        if self._pos > 1 << 20 and self._pos * 2 > len(self._buf):
-            del self._buf[: self._pos]
+        if self._pos == len(self._buf):  # everything before was consumed
+            self._buf = bytearray()
             self._pos = 0
         self._buf += data
 
     def read(self, n: int | None = -1) -> bytes:
         if n is None or n < 0:
             n = len(self._buf) - self._pos
-        out = bytes(self._buf[self._pos : self._pos + n])
+        with memoryview(self._buf) as view:
+            out = bytes(view[self._pos : self._pos + n])
         self._pos += len(out)
         return out
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adaptive_arrow import Decoder, Encoder, EncoderConfig, EventKind
+from adaptive_arrow import Decoder, Encoder, EncoderConfig, EventKind, schema_signature
 from otap_model import OtapBundle, PayloadType, Signal, reference_schema
 
 P = PayloadType
@@ -195,6 +195,7 @@ def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-unty
     next_ids = {"key": 0, "str": 0}
     seen_ids: dict[str, list[int]] = {"key": [], "str": []}
     prev_shape = None
+    signatures: list[str] = []
     for on, key_spec, str_spec, seed in batches:
         rng = np.random.default_rng(seed)
         n = max(1, key_spec.fresh + key_spec.repeat, (str_spec.fresh + str_spec.repeat) if str_spec else 0)
@@ -225,7 +226,8 @@ def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-unty
             m = models[name]
             m.level, m.seen, m.total = m._next, seen, total  # type: ignore[attr-defined]
         shape = (str_now, models["key"].level, models["str"].level)
-        if shape != prev_shape:  # new IPC stream: dictionaries restart with this batch's values
+        new_stream = shape != prev_shape
+        if new_stream:  # new IPC stream: dictionaries restart with this batch's values
             for name, ids in (("key", key_ids), ("str", str_valid)):
                 m = models[name]
                 if m.level is not None and (name == "key" or str_now):
@@ -246,6 +248,11 @@ def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-unty
         assert got == sorted(expected)
         for kind, path in expected:
             hypothesis.event(f"{path}: {kind}")
+        opened = [e for e in enc.last_events if e.kind is EventKind.STREAM_OPENED and e.payload_type is P.LOG_ATTRS]
+        assert bool(opened) == new_stream  # a new signature, and only that, opens a new stream
+        signatures.append(schema_signature(enc.schema_of(P.LOG_ATTRS), P.LOG_ATTRS))
+        if len(signatures) > 1:  # the signature changes exactly when a new stream opens
+            assert (signatures[-1] != signatures[-2]) == new_stream
         schema = enc.schema_of(P.LOG_ATTRS)
         assert schema is not None
         for name, m in models.items():
