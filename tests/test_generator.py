@@ -4,6 +4,9 @@ per signal and profile, conversion to OTAP bundles and the OTLP round trip of ge
 from __future__ import annotations
 
 import collections
+import os
+import subprocess
+import sys
 from functools import cache
 from typing import Any
 
@@ -78,6 +81,17 @@ def test_count_and_batch_size_are_exact(signal: str, count: int, batch_size: int
     assert all(n == batch_size for n in sizes[:-1])
 
 
+def test_output_does_not_depend_on_the_process_hash_seed() -> None:
+    script = ("import hashlib, sys; from otap_model import generate_otlp; h = hashlib.sha256()\n"
+              "for s in ('logs', 'traces', 'metrics'):\n"
+              "    for r in generate_otlp(s, 600, batch_size=300, seed=2, profile='high-cardinality'):\n"
+              "        h.update(r.SerializeToString(deterministic=True))\n"
+              "print(h.hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(digests) == 1
+
+
 def test_a_longer_run_extends_a_shorter_one() -> None:
     """Batches do not depend on the total count: a run's first requests equal a shorter run's."""
     short = _ser(generate_otlp("traces", 1000, batch_size=500, seed=5))
@@ -139,8 +153,9 @@ def test_log_timestamps_move_forward_with_jitter_and_nanosecond_noise() -> None:
     recs = _logs(reqs)
     times = np.array(sorted(r.time_unix_nano for r in recs), dtype=np.int64)
     gaps = np.diff(times)
-    assert len(set(gaps.tolist())) > 0.95 * len(gaps)  # jittered, not constant
-    assert len(set((times % 1000).tolist())) > 900  # nanosecond digits are noise
+    assert len(set(gaps.tolist())) > 0.85 * len(gaps)  # jittered, not constant
+    assert len(set((times % 1000).tolist())) > 900  # nanosecond digits are noise (Go, Rust, Python, .NET)
+    assert 0.1 < np.mean(times % 1_000_000 == 0) < 0.5  # Node.js loggers stamp milliseconds
     assert 1.0 < (times[-1] - times[0]) / 1e9 < 10.0  # ~2,500 records/s
     delays = [r.observed_time_unix_nano - r.time_unix_nano for r in recs if r.observed_time_unix_nano]
     assert delays and min(delays) > 0 and max(delays) < 1_000_000_000

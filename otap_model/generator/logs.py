@@ -16,7 +16,7 @@ from .batching import group_by_origin
 from .entropy import Entropy
 from .profiles import Profile
 from .resources import Instance, Scope, build_fleet
-from .timeline import Arrivals, start_instant
+from .timeline import Arrivals, log_timestamp, start_instant
 from .vocabulary import (
     ERRORS_SHORT,
     EVENT_NAMES,
@@ -151,7 +151,7 @@ class LogFactory:
         ti = ent.weighted_index(self.template_cum[spec.name])
         sev, template, kind, _ = LOG_TEMPLATES[ti]
         logger, filepath, lineno = self.origin[(spec.name, ti)]
-        rec = LogRec(inst, inst.scopes["log:" + logger], t)
+        rec = LogRec(inst, inst.scopes["log:" + logger], log_timestamp(lang.name, t))
         vals = self._values(inst, self.fields[ti])
         text = template.format_map(vals)
         if self.profile.sparse:

@@ -10,6 +10,20 @@ _EPOCH_2026_01_05 = 1_767_571_200 * 1_000_000_000
 NS_PER_S = 1_000_000_000
 
 
+# Resolution of the event timestamp each language's logging framework records (observed
+# timestamps come from the SDK's nanosecond clock): logback/log4j on Linux give microseconds,
+# JavaScript's Date.now() milliseconds, .NET DateTime 100 ns ticks, Go and Rust nanoseconds.
+_LOG_CLOCK_NS = {"java": 1_000, "nodejs": 1_000_000, "dotnet": 100, "go": 1, "rust": 1}
+
+
+def log_timestamp(language: str, t_ns: int) -> int:
+    """The event time `t_ns` as the language's logging framework stamps it."""
+    if language == "python":
+        return int((t_ns / 1e9) * 1e9)  # LogRecord.created is float seconds, converted by the SDK
+    resolution = _LOG_CLOCK_NS[language]
+    return t_ns - t_ns % resolution
+
+
 def start_instant(ent: Entropy) -> int:
     """A start time within one week after 2026-01-05T00:00Z, to the nanosecond."""
     return _EPOCH_2026_01_05 + ent.py.randrange(7 * 86_400 * NS_PER_S)
