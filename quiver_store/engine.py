@@ -321,12 +321,12 @@ class QuiverStore:
             raise QuiverError("cannot ingest a bundle without any slot")
         self.layout.check_slots(bundle.slots)
         self._check_schemas(bundle)
-        self._hub.before_ingest(sum(b.nbytes for b in bundle.slots.values()))  # size cap (retention.py)
-        bitmap, slots_bytes = self._encoder.encode(bundle)
+        bitmap, parts, parts_len = self._encoder.encode(bundle)
+        self._hub.before_ingest(parts_len)  # size cap (retention.py); the WAL bytes this bundle adds
         self._admit()
         ts = bundle.ingestion_time_ns
         assert ts is not None
-        req = self._committer.append(ts, bitmap, slots_bytes, bundle)
+        req = self._committer.append(ts, bitmap, parts, parts_len, bundle)
         pos = req.position
         return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
 
@@ -365,7 +365,7 @@ class QuiverStore:
         """Called by the group-commit leader in log order: queue the entries for the applier."""
         with self._cv:
             for r in batch:
-                n = len(r.frame)
+                n = r.size
                 self._inbox.append(("entry", r.sequence, r.position, n, r.payload, n))
                 self._inbox_bytes += n
             self._cv.notify_all()

@@ -38,6 +38,24 @@ class FileSystem:
             total += os.pwrite(fd, view[total:], offset + total)
         return total
 
+    def pwritev(self, fd: int, buffers: list, offset: int) -> int:
+        """Gather-write `buffers` contiguously at `offset` (no joining copy); loops over short writes."""
+        views = [memoryview(b).cast("B") for b in buffers]
+        total = 0
+        i = 0
+        while i < len(views):
+            batch = views[i : i + 1024]  # IOV_MAX
+            n = os.pwritev(fd, batch, offset + total)
+            total += n
+            for v in batch:  # advance past what was written, keeping a partly written buffer's tail
+                if n >= len(v):
+                    n -= len(v)
+                    i += 1
+                else:
+                    views[i] = v[n:]
+                    break
+        return total
+
     def pread(self, fd: int, length: int, offset: int) -> bytes:
         return os.pread(fd, length, offset)
 

@@ -44,7 +44,7 @@ def frames_file(path: str, n: int) -> list[int]:
     enc = BundleEncoder(DEFAULT_LAYOUT)
     offsets, data = [], bytearray(encode_header(HASH))
     for i in range(n):
-        bitmap, slots = enc.encode(bundle(i))
+        bitmap, slots = enc.encode_bytes(bundle(i))
         offsets.append(len(data))
         data += encode_entry(0, 1000 + i, i, bitmap, slots)
     with open(path, "wb") as f:
@@ -69,7 +69,7 @@ def test_header_is_30_bytes_with_magic_version_and_hash():
 def test_entry_layout_and_crc_cover_type_through_payloads():
     enc = BundleEncoder(DEFAULT_LAYOUT)
     b = RecordBundle({1: pa.record_batch({"x": [1, 2]}), 5: pa.record_batch({"y": ["a"]})})
-    bitmap, slots = enc.encode(b)
+    bitmap, slots = enc.encode_bytes(b)
     frame = encode_entry(0, 42, 7, bitmap, slots)
     (length,) = LEN.unpack_from(frame, 0)
     assert len(frame) == 4 + length + 4
@@ -100,7 +100,7 @@ def test_bundle_codec_round_trip(columns, dictionary):
             cols["s"] = cols["s"].dictionary_encode()
         slots[slot] = pa.record_batch(cols)
     b = RecordBundle(slots, ingestion_time_ns=5)
-    bitmap, blob = BundleEncoder(DEFAULT_LAYOUT).encode(b)
+    bitmap, blob = BundleEncoder(DEFAULT_LAYOUT).encode_bytes(b)
     entry = frame_at(memoryview(encode_entry(0, 5, 1, bitmap, blob)), 0)
     assert decode_bundle(entry, DEFAULT_LAYOUT, "mem").equals(b)
 
@@ -144,7 +144,7 @@ def test_unknown_entry_type_is_skipped_by_length(tmp_path):
     enc = BundleEncoder(DEFAULT_LAYOUT)
     data = bytearray(encode_header(HASH))
     for seq, etype in enumerate([0, 9, 0]):
-        bitmap, slots = enc.encode(bundle(seq))
+        bitmap, slots = enc.encode_bytes(bundle(seq))
         data += encode_entry(etype, 1, seq, bitmap, slots)
     (tmp_path / "quiver.wal").write_bytes(bytes(data))
     plan = plan_recovery(DEFAULT_FS, str(tmp_path), HASH, "strict", -1)

@@ -12,7 +12,7 @@ import pyarrow as pa
 from ..bundle import RecordBundle
 from ..errors import CorruptionError
 from ..layout import Layout
-from .format import Entry, encode_slot
+from .format import SLOT_META_LEN, Entry, slot_meta
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _SCHEMA_CACHE_LIMIT = 4096
@@ -36,22 +36,33 @@ class BundleEncoder:
         self._schemas[fingerprint] = (schema, data)
         return data
 
-    def payload(self, fingerprint: bytes, batch: pa.RecordBatch) -> bytes:
+    def payload(self, fingerprint: bytes, batch: pa.RecordBatch) -> list:
+        """The slot's IPC stream as buffers (schema message, batch message, end-of-stream), no joins."""
         head = self._schema_bytes(fingerprint, batch.schema)
         if head is not None:
-            return b"".join((head, batch.serialize().to_pybytes(), EOS))
+            return [head, batch.serialize(), EOS]
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)
-        return sink.getvalue().to_pybytes()
+        return [sink.getvalue()]
 
-    def encode(self, bundle: RecordBundle) -> tuple[int, bytes]:
-        """(slot bitmap, slot blocks in ascending slot order)."""
-        parts = []
+    def encode(self, bundle: RecordBundle) -> tuple[int, list, int]:
+        """(slot bitmap, slot blocks in ascending slot order as buffers, their total length)."""
+        parts: list = []
+        total = 0
         for slot, batch in bundle.slots.items():  # RecordBundle keeps slots sorted
             fp = bundle.fingerprint(slot)
-            parts.append(encode_slot(self.layout.payload_type_id(slot), fp, batch.num_rows, self.payload(fp, batch)))
-        return bundle.slot_bitmap, b"".join(parts)
+            payload = self.payload(fp, batch)
+            plen = sum(len(p) if isinstance(p, bytes) else p.size for p in payload)
+            parts.append(slot_meta(self.layout.payload_type_id(slot), fp, batch.num_rows, plen))
+            parts.extend(payload)
+            total += plen + SLOT_META_LEN
+        return bundle.slot_bitmap, parts, total
+
+    def encode_bytes(self, bundle: RecordBundle) -> tuple[int, bytes]:
+        """(slot bitmap, slot blocks joined): for tools and tests that build frames by hand."""
+        bitmap, parts, _ = self.encode(bundle)
+        return bitmap, b"".join(bytes(p) for p in parts)
 
 
 def decode_bundle(entry: Entry, layout: Layout, path: str) -> RecordBundle:

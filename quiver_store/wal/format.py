@@ -48,23 +48,22 @@ def decode_header(data: bytes, path: str) -> FileHeader:
     return FileHeader(version, reserved, cfg_hash)
 
 
-@dataclass(frozen=True)
-class SlotBlob:
-    """One slot of a bundle, serialized once: metadata block followed by its IPC stream bytes."""
-
-    slot: int
-    meta_and_payload: bytes
+def slot_meta(payload_type_id: int, fingerprint: bytes, rows: int, payload_len: int) -> bytes:
+    return SLOT_META.pack(payload_type_id, fingerprint, rows, payload_len)
 
 
-def encode_slot(payload_type_id: int, fingerprint: bytes, rows: int, payload: bytes) -> bytes:
-    return SLOT_META.pack(payload_type_id, fingerprint, rows, len(payload)) + payload
+def entry_parts(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, parts: list, parts_len: int) -> list:
+    """A whole frame as buffers for a gather write: u32 entry_len | entry header | slot blocks | u32 crc32c."""
+    head = ENTRY_HEAD.pack(entry_type, ts_nanos, sequence, bitmap)
+    crc = crc32c.crc32c(head)
+    for part in parts:
+        crc = crc32c.crc32c(part, crc)
+    return [LEN.pack(len(head) + parts_len) + head, *parts, CRC.pack(crc)]
 
 
 def encode_entry(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, slots_bytes: bytes) -> bytes:
-    """A whole frame: u32 entry_len | entry header | slot blocks | u32 crc32c."""
-    head = ENTRY_HEAD.pack(entry_type, ts_nanos, sequence, bitmap)
-    crc = crc32c.crc32c(slots_bytes, crc32c.crc32c(head))
-    return LEN.pack(len(head) + len(slots_bytes)) + head + slots_bytes + CRC.pack(crc)
+    """The same frame as one bytes object (tools and tests)."""
+    return b"".join(bytes(p) for p in entry_parts(entry_type, ts_nanos, sequence, bitmap, [slots_bytes], len(slots_bytes)))
 
 
 @dataclass(frozen=True)

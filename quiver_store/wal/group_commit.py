@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import WalConfig
 from ..errors import QuiverError
-from .format import ENTRY_RECORD_BUNDLE, encode_entry
+from .format import ENTRY_HEAD_LEN, ENTRY_RECORD_BUNDLE, FRAME_OVERHEAD, entry_parts
 from .writer import Position, WalWriter
 
 NONE_BUFFER_BYTES = 1 << 20  # durability "none": write once this much is buffered
@@ -24,12 +24,13 @@ NONE_BUFFER_BYTES = 1 << 20  # durability "none": write once this much is buffer
 class Pending:
     """One appended entry waiting for its group to be committed."""
 
-    __slots__ = ("error", "frame", "payload", "position", "sequence", "ts")
+    __slots__ = ("error", "frame", "payload", "position", "sequence", "size", "ts")
 
-    def __init__(self, sequence: int, ts: int, frame: bytes, payload: Any) -> None:
+    def __init__(self, sequence: int, ts: int, frame: list, size: int, payload: Any) -> None:
         self.sequence = sequence
         self.ts = ts
-        self.frame = frame
+        self.frame = frame  # buffers of the whole frame, for one gather write
+        self.size = size
         self.payload = payload
         self.position: Position | None = None
         self.error: BaseException | None = None
@@ -61,7 +62,7 @@ class GroupCommitter:
     def next_sequence(self) -> int:
         return self._next_seq
 
-    def append(self, ts: int, bitmap: int, slots_bytes: bytes, payload: Any) -> Pending:
+    def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any) -> Pending:
         """Queue one entry; return once it is durable under the configured policy."""
         with self._cond:
             if self._failed is not None:
@@ -70,9 +71,10 @@ class GroupCommitter:
                 )
             seq = self._next_seq
             self._next_seq += 1
-            req = Pending(seq, ts, encode_entry(ENTRY_RECORD_BUNDLE, ts, seq, bitmap, slots_bytes), payload)
+            frame = entry_parts(ENTRY_RECORD_BUNDLE, ts, seq, bitmap, parts, parts_len)
+            req = Pending(seq, ts, frame, parts_len + FRAME_OVERHEAD + ENTRY_HEAD_LEN, payload)
             self._queue.append(req)
-            self._queued_bytes += len(req.frame)
+            self._queued_bytes += req.size
             if self.durability == "none":
                 if self._queued_bytes >= NONE_BUFFER_BYTES and not self._leader:
                     self._lead(sync=False)
@@ -112,13 +114,13 @@ class GroupCommitter:
                 batch, self._queue = self._queue, []
                 self._queued_bytes = 0
             if batch:
-                positions = self.writer.append([r.frame for r in batch], sync=sync)
+                positions = self.writer.append([r.frame for r in batch], [r.size for r in batch], sync=sync)
                 for r, p in zip(batch, positions):
                     r.position = p
                 n = len(batch)
                 self.stats["commits"] += 1
                 self.stats["entries"] += n
-                self.stats["bytes_written"] += sum(len(r.frame) for r in batch)
+                self.stats["bytes_written"] += sum(r.size for r in batch)
                 self.stats["max_group"] = max(self.stats["max_group"], n)
                 self.group_sizes[n] = self.group_sizes.get(n, 0) + 1
                 if sync:

@@ -113,17 +113,16 @@ class WalWriter:
         return len(self.chunks) + 1
 
     # -- appends --------------------------------------------------------------------------------
-    def append(self, frames: Sequence[bytes], sync: bool) -> list[Position]:
-        """Write frames contiguously (one write) and return each frame's position."""
-        total = sum(len(f) for f in frames)
+    def append(self, frames: Sequence[list], sizes: Sequence[int], sync: bool) -> list[Position]:
+        """Write frames (each a list of buffers) contiguously with one gather write; their positions."""
+        total = sum(sizes)
         with self.lock:
             self._make_room(total)
             if self._rewrite_at is not None:
                 self._rewrite()
             start = self.size
-            data = frames[0] if len(frames) == 1 else b"".join(frames)
             try:
-                self.fs.pwrite(self.fd, data, start)
+                self.fs.pwritev(self.fd, [b for f in frames for b in f], start)
             except OSError:
                 self._undo_partial_write(start)
                 raise
@@ -131,9 +130,9 @@ class WalWriter:
             shift = self._shift.get(self.generation, 0)
             out = []
             pos = start + shift
-            for f in frames:
+            for n in sizes:
                 out.append(Position(self.generation, pos))
-                pos += len(f)
+                pos += n
         if sync:
             self.fs.fdatasync(self.fd)
         return out

@@ -1,0 +1,259 @@
+"""Quiver store benchmark: every figure from one run, fsync on, printed as one table.
+
+    .venv/bin/python -m benchmarks.bench_store [--dir DIR] [--quick]
+
+Measures, on the file system of DIR (default: a temporary directory), side by side:
+the fdatasync latency of small writes, `dd ... conv=fdatasync` bandwidth, ingest of 4-slot 100-row
+bundles from one producer and from 8 producer threads (bundles/s, p50/p99 latency), large-bundle
+ingest bandwidth, replay of a 128 MiB WAL, and opening a store of 1,000 segments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+
+from quiver_store import QuiverStore, RecordBundle, RetentionConfig, SegmentConfig, StoreConfig, WalConfig
+
+MiB = 1 << 20
+
+
+def small_bundles(n: int, seed: int = 1) -> list[RecordBundle]:
+    """4 slots x 100 rows, shaped like OTAP logs (root, attributes, scope, resource)."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"word{i}" for i in range(500)])
+    out = []
+    for _ in range(n):
+        ids = pa.array(np.arange(100, dtype=np.uint16))
+        logs = pa.record_batch({
+            "id": ids,
+            "time_unix_nano": pa.array(rng.integers(1.7e18, 1.8e18, 100), pa.timestamp("ns")),
+            "severity_number": pa.array(rng.integers(1, 24, 100, dtype=np.int32)),
+            "body": pa.array(words[rng.integers(0, 500, 100)]),
+        })
+        attrs = pa.record_batch({
+            "parent_id": ids,
+            "key": pa.array(words[rng.integers(0, 20, 100)]),
+            "str": pa.array(words[rng.integers(0, 500, 100)]),
+        })
+        scope = pa.record_batch({"id": ids, "name": pa.array(words[rng.integers(0, 5, 100)])})
+        resource = pa.record_batch({"id": ids, "service": pa.array(words[rng.integers(0, 5, 100)]), "pid": pa.array(rng.integers(0, 1 << 30, 100))})
+        out.append(RecordBundle({30: logs, 31: attrs, 2: scope, 1: resource}))
+    return out
+
+
+def large_bundles(n: int, size: int) -> list[RecordBundle]:
+    rows = size // 16
+    rng = np.random.default_rng(2)
+    return [
+        RecordBundle({0: pa.record_batch({"a": pa.array(rng.integers(0, 1 << 62, rows)), "b": pa.array(rng.random(rows))})})
+        for _ in range(n)
+    ]
+
+
+def fdatasync_latency(directory: str, n: int) -> float:
+    path = os.path.join(directory, "fsync.probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        block = b"x" * 4096
+        for _ in range(20):
+            os.write(fd, block)
+            os.fdatasync(fd)
+        t = time.perf_counter()
+        for _ in range(n):
+            os.write(fd, block)
+            os.fdatasync(fd)
+        return (time.perf_counter() - t) / n
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def dd_bandwidth(directory: str, count: int) -> tuple[float, str]:
+    path = os.path.join(directory, "dd.out")
+    cmd = ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={count}", "conv=fdatasync"]
+    t = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    elapsed = time.perf_counter() - t
+    os.unlink(path)
+    m = re.search(r"copied, ([\d.]+) s", res.stderr)
+    secs = float(m.group(1)) if m else elapsed
+    return count * MiB / secs / 1e6, " ".join(cmd)
+
+
+def store_config(**wal: object) -> StoreConfig:
+    return StoreConfig(
+        segment=SegmentConfig(target_size=32 * MiB, max_open_duration=3600.0),
+        wal=WalConfig(max_size=4 << 30, max_chunks=64, **wal),  # type: ignore[arg-type]
+        retention=RetentionConfig(backpressure_timeout=120.0),
+    )
+
+
+def single_producer(directory: str, bundles: list[RecordBundle]) -> tuple[float, list[float], dict]:
+    lat = []
+    with QuiverStore.open(os.path.join(directory, "single"), store_config()) as store:
+        for b in bundles[:50]:
+            store.ingest(b)
+        t0 = time.perf_counter()
+        for b in bundles:
+            t = time.perf_counter()
+            store.ingest(b)
+            lat.append(time.perf_counter() - t)
+        elapsed = time.perf_counter() - t0
+        stats = store.stats()
+    return len(bundles) / elapsed, lat, stats
+
+
+def many_producers(directory: str, bundles: list[RecordBundle], threads: int) -> tuple[float, list[float], dict]:
+    lat: list[list[float]] = [[] for _ in range(threads)]
+    with QuiverStore.open(os.path.join(directory, "multi"), store_config()) as store:
+        per = len(bundles) // threads
+        barrier = threading.Barrier(threads + 1)
+
+        def run(k: int) -> None:
+            mine = bundles[k * per : (k + 1) * per]
+            barrier.wait()
+            for b in mine:
+                t = time.perf_counter()
+                store.ingest(b)
+                lat[k].append(time.perf_counter() - t)
+
+        workers = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
+        for w in workers:
+            w.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        elapsed = time.perf_counter() - t0
+        stats = store.stats()
+    return per * threads / elapsed, [x for xs in lat for x in xs], stats
+
+
+def large_ingest(directory: str, bundles: list[RecordBundle]) -> tuple[float, dict]:
+    cfg = StoreConfig(
+        segment=SegmentConfig(target_size=2 << 30, max_open_duration=3600.0),
+        wal=WalConfig(max_size=4 << 30, max_chunks=64),
+        retention=RetentionConfig(backpressure_timeout=120.0),
+    )
+    store = QuiverStore.open(os.path.join(directory, "large"), cfg)
+    t0 = time.perf_counter()
+    for b in bundles:
+        store.ingest(b)
+    elapsed = time.perf_counter() - t0
+    stats = store.stats()
+    store._abandon()  # measure the WAL path only; the segment write is not part of this figure
+    return stats["bytes_written"] / elapsed / 1e6, stats
+
+
+def replay_time(directory: str, bundles: list[RecordBundle], wal_bytes: int) -> tuple[float, int, int]:
+    path = os.path.join(directory, "replay")
+    cfg = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
+        wal=WalConfig(max_size=4 << 30, max_chunks=64, durability="os"),
+    )
+    store = QuiverStore.open(path, cfg)
+    i = 0
+    while store.stats()["bytes_written"] < wal_bytes:
+        store.ingest(bundles[i % len(bundles)])
+        i += 1
+    written = store.stats()["bytes_written"]
+    store._abandon()
+    t = time.perf_counter()
+    store = QuiverStore.open(path, cfg)
+    elapsed = time.perf_counter() - t
+    replayed = store.stats()["replayed_entries"]
+    store._abandon()
+    return elapsed, written, replayed
+
+
+def open_many_segments(directory: str, count: int, bundles: list[RecordBundle]) -> tuple[float, float]:
+    path = os.path.join(directory, "many")
+    cfg = store_config()
+    with QuiverStore.open(path, cfg) as store:
+        for i in range(count):
+            store.ingest(bundles[i % len(bundles)])
+            store.flush()
+        assert len(store.segments()) == count
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        store = QuiverStore.open(path, cfg)
+        times.append(time.perf_counter() - t)
+        store.close()
+    t = time.perf_counter()
+    with QuiverStore.open(path, cfg) as store:
+        store.segments()
+    with_meta = time.perf_counter() - t
+    return min(times), with_meta
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=None, help="directory on the file system to measure (default: a temp dir)")
+    ap.add_argument("--quick", action="store_true", help="smaller workloads (smoke run, figures not for the docs)")
+    args = ap.parse_args()
+    console = Console()
+    base = tempfile.mkdtemp(prefix="quiver-bench-", dir=args.dir)
+    q = args.quick
+    try:
+        n_small = 1000 if q else 5000
+        small = small_bundles(n_small)
+        console.print(f"[bold]Quiver store benchmark[/bold] in {base} (fsync on, group commit)")
+        lat_fsync = fdatasync_latency(base, 200 if q else 1000)
+        dd_mbs, dd_cmd = dd_bandwidth(base, 64 if q else 256)
+        single_bps, single_lat, single_stats = single_producer(base, small)
+        multi_bps, multi_lat, multi_stats = many_producers(base, small, 8)
+        big = large_bundles(16 if q else 64, 4 * MiB)
+        large_mbs, large_stats = large_ingest(base, big)
+        replay_s, replay_bytes, replayed = replay_time(base, small[:500], (16 if q else 128) * MiB)
+        open_s, open_meta_s = open_many_segments(base, 100 if q else 1000, small)
+        bound = 1.0 / lat_fsync
+        per_group = multi_stats["entries"] / max(multi_stats["fsyncs"], 1)
+        table = Table(title="Quiver store (one run)")
+        for col in ("measurement", "result", "target", "met"):
+            table.add_column(col)
+
+        def row(name: str, result: str, target: str, ok: bool | None) -> None:
+            table.add_row(name, result, target, "-" if ok is None else ("yes" if ok else "[red]NO"))
+
+        row("fdatasync latency (4 KiB write + fdatasync)", f"{lat_fsync * 1e6:.0f} us -> bound {bound:.0f}/s", "-", None)
+        row("dd bs=1M count=256 conv=fdatasync", f"{dd_mbs:.0f} MB/s", "-", None)
+        row("1 producer, 4-slot 100-row bundles", f"{single_bps:.0f} bundles/s ({single_bps / bound:.0%} of bound)", f">= {0.8 * bound:.0f}/s (80%)", single_bps >= 0.8 * bound)
+        row("  ingest latency p50 / p99", f"{pct(single_lat, 50) * 1e3:.3f} / {pct(single_lat, 99) * 1e3:.3f} ms", "-", None)
+        row("8 producer threads, same bundles", f"{multi_bps:.0f} bundles/s ({per_group:.1f} bundles per fdatasync)", ">= 5000/s", multi_bps >= 5000)
+        row("  ingest latency p50 / p99", f"{pct(multi_lat, 50) * 1e3:.3f} / {pct(multi_lat, 99) * 1e3:.3f} ms", "-", None)
+        row("large bundles (4 MiB), WAL bytes/s", f"{large_mbs:.0f} MB/s ({large_mbs / dd_mbs:.0%} of dd)", ">= 60% of dd", large_mbs >= 0.6 * dd_mbs)
+        row(f"WAL replay, {replay_bytes / MiB:.0f} MiB ({replayed} entries)", f"{replay_s:.2f} s", "<= 3 s (128 MiB)", replay_s <= 3.0)
+        row(f"open a store of {100 if q else 1000} segments", f"{open_s:.3f} s (+ metadata of all: {open_meta_s:.3f} s)", "<= 1 s", open_s <= 1.0)
+        console.print(table)
+        console.print(f"dd command: {dd_cmd}")
+        console.print(
+            f"single: {single_stats['fsyncs']} fdatasyncs for {single_stats['entries']} entries; "
+            f"8 threads: {multi_stats['fsyncs']} for {multi_stats['entries']}; group sizes "
+            f"{dict(list(multi_stats['group_commit_sizes'].items())[:12])}"
+        )
+        console.print(f"large: {large_stats['entries']} entries, {large_stats['bytes_written'] / MiB:.0f} MiB, {large_stats['rotations']} rotations")
+        console.print(f"median single-producer ingest {statistics.median(single_lat) * 1e6:.0f} us")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
