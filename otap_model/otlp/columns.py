@@ -37,17 +37,13 @@ class Tokens:
         self.scan = scan
         self.signal = signal
         self.order, self.bounds = group_by_key(scan.tok_key, N_TYPES * MAX_FIELD)
-        self._nodes: dict[T, np.ndarray] = {}
+        self.node_order, self.node_bounds = group_by_key(scan.node_type, N_TYPES)
         self._messages = messages_for(signal)
 
     # ---- structure -------------------------------------------------------------------------
     def nodes(self, t: T) -> np.ndarray:
         """Node ids of every message of type t, in document order."""
-        got = self._nodes.get(t)
-        if got is None:
-            got = np.flatnonzero(self.scan.node_type == t).astype(np.int32)
-            self._nodes[t] = got
-        return got
+        return self.node_order[self.node_bounds[t] : self.node_bounds[t + 1]]
 
     def parents(self, nodes: np.ndarray) -> np.ndarray:
         return self.scan.node_parent[nodes]
