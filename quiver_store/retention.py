@@ -131,7 +131,8 @@ class Retention:
         return freed
 
     def on_processed(self, seq: int) -> None:
-        """A segment just became fully processed (last ack, unsubscribe, orphan): clean up now."""
+        """Segment `seq` (and maybe others) just became fully processed (last ack, unsubscribe,
+        orphan, a new "latest" subscriber): delete every fully processed segment now."""
         if self.closed:
             return
         with self._lock:

@@ -235,6 +235,7 @@ class SubscriberRegistry:
             self._check()
             now = self._wall()
             sub = self._by_name(name)
+            created_latest = sub is None and start == "latest"
             if sub is None:
                 if start == "earliest":
                     first = self.catalog.first
@@ -248,6 +249,8 @@ class SubscriberRegistry:
             sub.last_seen_ns = now
             lsn = self._append(log.encode_subscribe(sub.sub_id, sub.mark, now, name))
         self._log.commit(lsn)
+        if created_latest:  # it is owed nothing retained: that may complete existing segments
+            self._after_progress(list(self.catalog))
         return Subscription(self, name)
 
     def unsubscribe(self, name: str) -> None:
@@ -361,9 +364,9 @@ class SubscriberRegistry:
         return True
 
     def _after_progress(self, seqs: list[int]) -> None:
-        if self.on_processed is not None:
-            for seq in seqs:
-                self.on_processed(seq)
+        """Let retention clean up: some of `seqs` may have become fully processed."""
+        if self.on_processed is not None and seqs:
+            self.on_processed(seqs[0])
 
     def read_bundle(self, seq: int, index: int) -> RecordBundle:
         """Read a bundle through a small cache of open segment readers (zero-copy mmap)."""
