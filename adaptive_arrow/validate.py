@@ -24,6 +24,8 @@ def check_schema(pt: PayloadType, batch: pa.RecordBatch) -> None:
         raise EncodingError(f"{pt.name}: expected a pyarrow.RecordBatch, got {type(batch).__name__}")
     ref = reference_schema(pt)
     got = batch.schema
+    if got.equals(ref):  # names, types (nested ones included) and nullability; metadata ignored
+        return
     unknown = [n for n in got.names if ref.get_field_index(n) < 0]
     if unknown:
         raise EncodingError(f"{pt.name}: unknown column(s) {unknown}; the reference schema has {ref.names}")

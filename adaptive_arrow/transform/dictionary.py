@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -50,8 +49,8 @@ def index_ladder(width: int, limit: int) -> tuple[tuple[pa.DataType, int], ...]:
 class DictionaryPlan:
     """The outcome of feeding one batch's column to a dictionary transform (not yet committed)."""
 
-    local: pa.DictionaryArray  # the batch's values, int32 indices into its own distinct values
-    mapping: pa.Array | None  # local index -> stream dictionary index; None = identity
+    array: pa.Array  # the batch's column
+    indices: pa.Array  # int32 indices of `array` into `values` (nulls kept)
     values: pa.Array  # the stream dictionary after this batch
     level: int | None  # ladder rung after this batch; None = plain type
     total: int  # cumulative slot count (nulls included), the ratio's denominator
@@ -62,10 +61,15 @@ class DictionaryPlan:
         """The batch opens a new IPC stream: its dictionary holds only this batch's values."""
         if self.level is None:
             return
-        self.values = self.local.dictionary
-        self.mapping = None
-        self.total = len(self.local)
+        self.indices, self.values = _encode_alone(self.array)
+        self.total = len(self.array)
         self.cardinality = len(self.values)
+
+
+def _encode_alone(array: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(int32 indices, distinct values in first-seen order) of one column."""
+    local = pc.dictionary_encode(array)
+    return local.indices, local.dictionary
 
 
 class DictionaryTransform:
@@ -92,51 +96,43 @@ class DictionaryTransform:
         return field.with_type(self.emitted_type(self.level))
 
     def plan(self, array: pa.Array) -> DictionaryPlan | None:
-        """Feed one batch's column without changing state; None when the column is plain for good."""
+        """Feed one batch's column without changing state; None when the column is plain for good.
+
+        One hash pass over the stream dictionary followed by the batch: dictionary-encoding the
+        two as one chunked array keeps the stream dictionary's order (its values are distinct)
+        and appends the batch's new values in first-seen order, so the batch's indices are
+        already stream indices.
+        """
         if self.level is None:
             return None
         if array.null_count == len(array):  # nothing to hash
-            local = pa.DictionaryArray.from_arrays(pa.nulls(len(array), pa.int32()), self.values.slice(0, 0))
+            indices, values = pa.nulls(len(array), pa.int32()), self.values
         else:
-            local = pc.dictionary_encode(array)
-        distinct = local.dictionary
-        mapping: pa.Array | None = None
-        if len(self.values) == 0:
-            new_count = len(distinct)
-            values = distinct
-        else:
-            pos = pc.index_in(distinct, value_set=self.values)
-            new_count = pos.null_count
-            if new_count:
-                idx = np.asarray(pos.fill_null(-1), dtype=np.int64).copy()
-                fresh = idx < 0
-                idx[fresh] = len(self.values) + np.arange(new_count)
-                mapping = pa.array(idx.astype(np.int32))
-                values = pa.concat_arrays([self.values, distinct.filter(pa.array(fresh))])
-            else:
-                mapping = pos.cast(pa.int32())
-                values = self.values
-        cardinality = len(self.values) + new_count
+            encoded = pa.chunked_array([self.values, array], type=self.value_type).dictionary_encode()
+            last = encoded.chunk(encoded.num_chunks - 1)
+            indices, values = last.indices, last.dictionary
+        cardinality = len(values)
         total = self.total + len(array)
         level = self.level
         while level < len(self.ladder) and cardinality > self.ladder[level][1]:
             level += 1
         if level < len(self.ladder):
             event = DictionaryEvent.UPGRADE if level > self.level else None
-            return DictionaryPlan(local, mapping, values, level, total, event, cardinality)
+            return DictionaryPlan(array, indices, values, level, total, event, cardinality)
         widest = len(self.ladder) - 1
-        if total and cardinality / total < self.threshold and len(distinct) <= self.ladder[widest][1]:
-            return DictionaryPlan(local, None, distinct, widest, len(array), DictionaryEvent.RESET, len(distinct))
-        return DictionaryPlan(local, None, self.values, None, total, DictionaryEvent.OVERFLOW, cardinality)
+        if total and cardinality / total < self.threshold:
+            own_indices, own_values = _encode_alone(array)
+            if len(own_values) <= self.ladder[widest][1]:
+                return DictionaryPlan(
+                    array, own_indices, own_values, widest, len(array), DictionaryEvent.RESET, len(own_values)
+                )
+        return DictionaryPlan(array, indices, self.values, None, total, DictionaryEvent.OVERFLOW, cardinality)
 
     def encode(self, array: pa.Array, plan: DictionaryPlan | None) -> pa.Array:
         """The column as emitted under `plan`: dictionary-encoded, or plain past overflow."""
         if plan is None or plan.level is None:
             return array
-        indices = plan.local.indices
-        if plan.mapping is not None:
-            indices = pc.take(plan.mapping, indices)
-        indices = indices.cast(self.ladder[plan.level][0], safe=False)
+        indices = plan.indices.cast(self.ladder[plan.level][0], safe=False)
         return pa.DictionaryArray.from_arrays(indices, plan.values)
 
     def commit(self, plan: DictionaryPlan | None) -> None:
