@@ -125,3 +125,29 @@ def test_unpacked_repeated_and_oneof_override_match_upb() -> None:
         via_upb = from_otlp(ExportMetricsServiceRequest.FromString(data))
         assert from_otlp(data, "metrics") == via_upb
         check_relations(via_upb)
+
+
+def test_documented_normalisations() -> None:
+    """Each normalisation of docs/otlp-mapping.md, on a request that needs it."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    msg = ExportTraceServiceRequest()
+    msg.resource_spans.add().resource.attributes.add(key="orphan")  # 2. a resource without spans
+    rs = msg.resource_spans.add()
+    rs.resource.SetInParent()  # 3. empty resource
+    rs.scope_spans.add()  # 2. a scope without spans
+    ss = rs.scope_spans.add()
+    ss.scope.SetInParent()  # 3. empty scope
+    span = ss.spans.add(name="s")  # 5. empty trace and span ids
+    span.status.SetInParent()  # 6. empty status
+    span.attributes.add(key="empty").value.SetInParent()  # 4. empty AnyValue
+    span.links.add()  # 5. link with empty ids
+    bundle = from_otlp(msg)
+    check_relations(bundle)
+    back = to_otlp(bundle)
+    assert back == normalize_otlp(msg)
+    assert len(back.resource_spans) == 1 and len(back.resource_spans[0].scope_spans) == 1
+    out = back.resource_spans[0].scope_spans[0].spans[0]
+    assert (out.trace_id, out.span_id, out.links[0].span_id) == (bytes(16), bytes(8), bytes(8))
+    assert not out.HasField("status") and not out.attributes[0].HasField("value")
+    assert not back.resource_spans[0].HasField("resource")
