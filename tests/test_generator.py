@@ -181,6 +181,13 @@ def test_spans_form_trees_with_realistic_depth_and_long_tailed_durations() -> No
         root_durations.append(roots[0].end_time_unix_nano - roots[0].start_time_unix_nano)
         for s in members:
             assert s.end_time_unix_nano > s.start_time_unix_nano
+            if s.parent_span_id:
+                parent_kind = by_id[s.parent_span_id].kind
+                assert s.kind != 5  # consumers start traces (and link to the producer)
+                assert s.kind != 2 or parent_kind == 3  # a server span with a parent sits under a client span
+                assert s.flags in (0, 0x101, 0x301)
+            else:
+                assert s.flags in (0, 0x101)  # no parent, so no remote parent
             depth, node = 1, s
             while node.parent_span_id:
                 parent = by_id[node.parent_span_id]  # every parent link resolves inside the trace

@@ -83,7 +83,7 @@ class TraceFactory:
     def _new(self, inst: Instance, scope: Scope, ctx: tuple[bytes, str], parent: bytes, name: str, kind: int,
              start: int, dur: int, remote: bool, out: list[SpanRec]) -> SpanRec:
         span = SpanRec(inst, scope, ctx[0], self.ent.span_id(), parent, name, 0 if self.sparse else kind, start,
-                       start + dur, "" if self.sparse else ctx[1], self._flags(inst, remote))
+                       start + dur, "" if self.sparse else ctx[1], self._flags(inst, remote and bool(parent)))
         out.append(span)
         return span
 
@@ -143,7 +143,8 @@ class TraceFactory:
                 plan += ["db"] * n_db
             if depth + 1 <= MAX_DEPTH and py.random() < 0.3:
                 plan.insert(py.randrange(len(plan) + 1), "internal")
-            if ep.protocol == "http" and ep.method == "POST" and depth + 1 <= MAX_DEPTH and py.random() < 0.2:
+            writes = ep.method == "POST" if ep.protocol == "http" else ep.method.startswith("Create")
+            if writes and depth + 1 <= MAX_DEPTH and py.random() < 0.3:
                 plan.append("produce")
         child_failed = False
         for step, (cstart, cdur) in zip(plan, self._layout(start, dur, len(plan))):

@@ -152,7 +152,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
                 ("cart-service", "payment-service", "shipping-service", "currency-service", "email-service",
                  "tax-service", "order-service"), "shop"),
     ServiceSpec("payment-service", "nodejs", "grpc", ("payment", "charge", "refund"), ("postgresql", "payments"),
-                ("fraud-detection", "billing-service"), "payments"),
+                ("billing-service",), "payments"),
     ServiceSpec("currency-service", "rust", "grpc", ("currency", "rate"), None, (), "shop"),
     ServiceSpec("shipping-service", "rust", "grpc", ("shipment", "quote"), ("postgresql", "shipping"),
                 ("warehouse-service",), "fulfillment"),
