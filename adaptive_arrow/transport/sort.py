@@ -66,8 +66,15 @@ REFERENCE_SORT_ORDERS: dict[PayloadType, tuple[str, ...]] = {
 }
 """The Rust reference's sort columns (otap-reference.md section 3.3), per payload type."""
 
-DEFAULT_SORT_ORDERS: dict[PayloadType, tuple[str, ...]] = dict(REFERENCE_SORT_ORDERS)
-"""The sort orders ``optimize`` uses when the config gives none (docs/benchmarks.md compares them)."""
+DEFAULT_SORT_ORDERS: dict[PayloadType, tuple[str, ...]] = {
+    **REFERENCE_SORT_ORDERS,
+    P.LOGS: ("severity_number", "scope.name", "resource.id", "scope.id", "trace_id"),
+    P.UNIVARIATE_METRICS: ("metric_type", "unit", "name", "resource.id", "scope.id"),
+}
+"""The sort orders ``optimize`` uses when the config gives none: the reference orders, except that
+logs group by severity and instrumentation library and metrics by type, unit and name across
+resources, which measured smaller on every generator profile (docs/benchmarks.md, "Sorting and
+delta ids")."""
 
 
 def resolve_sort_orders(
