@@ -31,6 +31,15 @@ def _payload_type(value: int, where: str) -> PayloadType:
     return pt
 
 
+def _opens_stream(record: bytes) -> bool:
+    """Whether a payload starts a new IPC stream (Schema message first).
+
+    Schema ids are only unique within one OTAP stream; a decoder fed envelopes of several unary
+    encoders sees the same id again, and the Schema message tells it a new stream begins.
+    """
+    return pa.ipc.read_message(pa.py_buffer(record)).type == "schema"
+
+
 class Decoder:
     """Decodes a sequence of OTAP envelopes of one OTAP stream (keep one Decoder per stream)."""
 
@@ -71,10 +80,10 @@ class Decoder:
             if pt in tables:
                 raise DecodingError(f"{at}: second payload of type {pt.name} in one batch")
             reader = self._readers.get(pt)
-            if reader is None or reader.schema_id != payload.schema_id:
-                reader = StreamReader(payload.schema_id)
-                self._readers[pt] = reader
             try:
+                if reader is None or reader.schema_id != payload.schema_id or _opens_stream(payload.record):
+                    reader = StreamReader(payload.schema_id)
+                    self._readers[pt] = reader
                 batch = reader.read(payload.record)
             except (pa.ArrowException, StopIteration, ValueError, OSError, EOFError) as exc:
                 self._readers.pop(pt, None)

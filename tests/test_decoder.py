@@ -90,6 +90,12 @@ def test_unary_mode_every_envelope_is_self_contained() -> None:
         assert Decoder().decode(bar) == b
 
 
+def test_one_decoder_follows_envelopes_of_several_unary_encoders() -> None:
+    dec = Decoder()
+    for b in (logs_bundle(["a"]), logs_bundle(["b", "c"], sev=True), logs_bundle(["a"])):
+        assert dec.decode(Encoder(Signal.LOGS, EncoderConfig(sort=False)).encode(b)) == b
+
+
 def test_sorted_encoding_decodes_to_the_same_rows() -> None:
     b = logs_bundle(["x", "y", "z"], sev=True)
     out = Decoder().decode(Encoder(Signal.LOGS).encode(b))
