@@ -24,7 +24,7 @@ import csv
 import importlib
 import json
 import statistics
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,8 +203,10 @@ class Result:
         self.ratio_zstd = self.otlp_zstd / self.otap_zstd if self.otap_zstd else float("nan")
 
 
-def measure(dataset: Dataset, batch_size: int, zstd_level: int = ZSTD_LEVEL) -> list[Result]:
-    """The four OTAP runs (stream/unary x sorted/unsorted) of one dataset at one batch size."""
+def measure(dataset: Dataset, batch_size: int, zstd_level: int = ZSTD_LEVEL,
+            sort_orders: Mapping[int, tuple[str, ...]] | None = None) -> list[Result]:
+    """The four OTAP runs (stream/unary x sorted/unsorted) of one dataset at one batch size;
+    ``sort_orders`` replaces the transport's default orders in the sorted runs."""
     from_otlp = component("otap_model", "from_otlp")
     encoder_cls = component("adaptive_arrow", "Encoder")
     config_cls = component("adaptive_arrow", "EncoderConfig")
@@ -219,7 +221,7 @@ def measure(dataset: Dataset, batch_size: int, zstd_level: int = ZSTD_LEVEL) -> 
     results = []
     for mode in MODES:
         for sort in (True, False):
-            config = config_cls(sort=sort, ipc_compression=None)
+            config = config_cls(sort=sort, ipc_compression=None, sort_orders=sort_orders if sort else None)
             stream = encoder_cls(dataset.signal, config)
             sizes, zsizes = [], []
             for bundle in bundles:
@@ -241,15 +243,6 @@ def batch_sizes_for(dataset: Dataset, batch_sizes: Iterable[int]) -> list[int]:
         if dataset.whole is not None and bs >= dataset.whole:
             break
     return out
-
-
-def run(datasets: Sequence[Dataset], batch_sizes: Sequence[int], progress: Callable[[str], None] | None = None,
-        zstd_level: int = ZSTD_LEVEL) -> Iterator[Result]:
-    for dataset in datasets:
-        for bs in batch_sizes_for(dataset, batch_sizes):
-            if progress is not None:
-                progress(f"{dataset.name} @ {bs}")
-            yield from measure(dataset, bs, zstd_level)
 
 
 # ---------------------------------------------------------------------------------------------

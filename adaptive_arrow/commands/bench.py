@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zstd-level", type=int, default=None, help="zstd level for both sides (default 3)")
     parser.add_argument("--no-generator", action="store_true", help="skip the generator profiles")
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
+    parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
+                        help="sort orders of the sorted runs: the transport defaults or the Rust reference orders")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default ./bench-out)")
 
 
@@ -52,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
         console.print("[red]--batch-sizes: give at least one size >= 1[/red]")
         return 2
 
+    orders = None
+    if args.sort_orders == "reference":
+        from adaptive_arrow.transport import REFERENCE_SORT_ORDERS
+
+        orders = {int(pt): keys for pt, keys in REFERENCE_SORT_ORDERS.items()}
+
     def batches_per_run(bs: int) -> int:
         return max(args.min_batches, min(args.max_batches, args.max_records // bs))
 
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             for dataset in datasets:
                 for bs in c.batch_sizes_for(dataset, batch_sizes):
                     progress.update(task, description=f"{dataset.name} @ {bs}")
-                    results.extend(c.measure(dataset, bs, level))
+                    results.extend(c.measure(dataset, bs, level, orders))
                     progress.advance(task)
     except c.MissingComponent as exc:
         console.print(f"[red]{exc}[/red]")
@@ -88,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         "zstd_level": level,
         "batch_sizes": batch_sizes,
         "seed": args.seed,
+        "sort_orders": args.sort_orders,
         "command": " ".join(["adaptive-arrow", *sys.argv[1:]]) if sys.argv else "adaptive-arrow bench",
         "python": platform.python_version(),
         "seconds": round(time.perf_counter() - started, 1),
