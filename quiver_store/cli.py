@@ -20,6 +20,7 @@ from .engine import list_segment_seqs, newest_covered_sequence, segment_path
 from .errors import CorruptionError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
 from .segment.reader import SegmentReader
+from .subscriber.report import subscriber_table
 from .wal import sidecar
 from .wal.format import HEADER_LEN, decode_header
 from .wal.reader import Damage, scan
@@ -104,6 +105,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             )
         schemas.update(info.representative_schemas)
     console.print(segs)
+    console.print(subscriber_table(args.path, fs, on_disk=seqs))  # marks, gaps, lag (subscriber/report.py)
     if args.streams:
         console.print(streams)
     if args.schemas:

@@ -317,3 +317,25 @@ def test_orphaned_subscriber_stops_pinning_and_resumes_after_dropped(tmp_path):
     fill(store, [1])
     assert [(s, i) for s, i, _ in drain(back)] == [(1, 0)]
     store.close()
+
+
+def test_quiver_inspect_shows_subscribers_marks_gaps_and_lag(tmp_path, capsys):
+    from quiver_store.cli import main
+
+    store = FakeStore(str(tmp_path), cfg())
+    a, b = store.subscribe("parquet"), store.subscribe("otlp")
+    fill(store, [3])
+    got = [a.next(0) for _ in range(3)]
+    got[0].ack()
+    got[2].ack()
+    drain(b)
+    store.close()
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:]]
+        for line in out.splitlines()
+        if line.startswith("│ ") and line.split("│")[1].strip() in ("parquet", "otlp")
+    }
+    assert rows["parquet"][:5] == ["-1", "2", "0:0, 0:2", "1", "1"]
+    assert rows["otlp"][:5] == ["0", "0", "-", "0", "0"]
