@@ -79,14 +79,15 @@ class Encoder:
             if plan.new_stream and (old := self._writers.pop(pt, None)) is not None:
                 old.close()
             writer = self._writers.get(pt)
-            if wire and writer is None:
-                writer = StreamWriter(str(self._next_schema_id), record.schema, self.config.ipc_compression)
-                self._next_schema_id += 1
-                self._writers[pt] = writer
-            if plan.new_stream:
-                events.append(Event(EventKind.STREAM_OPENED, pt, "", writer.schema_id if writer else plan.signature))
-            if wire and writer is not None:
+            if wire:
+                if writer is None:  # a new signature, or a stream so far only fed through encode_records
+                    writer = StreamWriter(str(self._next_schema_id), record.schema, self.config.ipc_compression)
+                    self._next_schema_id += 1
+                    self._writers[pt] = writer
+                    events.append(Event(EventKind.STREAM_OPENED, pt, "", writer.schema_id))
                 payloads.append(ArrowPayload(writer.schema_id, int(pt), writer.write(record)))
+            elif plan.new_stream:
+                events.append(Event(EventKind.STREAM_OPENED, pt, "", plan.signature))
         self.stats.batches += 1
         self.stats.rows += rows
         self.stats.record(events)

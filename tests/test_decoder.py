@@ -117,6 +117,17 @@ def test_records_path_round_trips_and_fingerprints_the_signature() -> None:
     assert Decoder().decode_records(rb) == b
 
 
+def test_mixing_wire_and_records_paths_on_one_encoder() -> None:
+    enc, dec = Encoder(Signal.LOGS, EncoderConfig(sort=False)), Decoder()
+    b1, b2, b3 = logs_bundle(["a"]), logs_bundle(["b"], sev=True), logs_bundle(["c"], sev=True)
+    assert dec.decode(enc.encode(b1)) == b1
+    assert Decoder().decode_records(enc.encode_records(b2)) == b2  # LOGS gains a column off the wire
+    bar = enc.encode(b3)  # so the wire opens a new LOGS stream here, schema first
+    assert [p.schema_id for p in bar.payloads] == ["2", "1"]
+    assert dec.decode(bar) == b3
+    assert enc.stats.count(EventKind.STREAM_OPENED, P.LOGS) == 3
+
+
 def _bar(*payloads: ArrowPayload) -> bytes:
     return BatchArrowRecords(1, payloads).to_bytes()
 
