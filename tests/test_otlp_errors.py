@@ -134,6 +134,24 @@ def test_fields_without_a_column_are_rejected() -> None:
         from_otlp(msg)
 
 
+def test_nested_values_without_a_column_or_with_duplicate_keys_are_rejected() -> None:
+    msg = _msg("logs.json")
+    body = msg.resource_logs[0].scope_logs[0].log_records[0].body
+    body.kvlist_value.values.add(key="a").value.array_value.values.add(string_value_strindex=2)
+    with pytest.raises(ConversionError, match="string_value_strindex is only meaningful in profiles") as info:
+        from_otlp(msg)
+    assert info.value.field == "resource_logs[0].scope_logs[0].log_records[0].body.kvlist_value.values[0].value.array_value.values[0]"
+    body.kvlist_value.Clear()
+    body.kvlist_value.values.add(key="", key_strindex=4)
+    with pytest.raises(ConversionError, match=r"body\.kvlist_value\.values\[0\]: key_strindex"):
+        from_otlp(msg)
+    body.kvlist_value.Clear()
+    body.kvlist_value.values.add(key="dup")
+    body.kvlist_value.values.add(key="dup")
+    with pytest.raises(ConversionError, match=r"body\.kvlist_value\.values\[1\]: duplicate key 'dup'"):
+        from_otlp(msg)
+
+
 def test_invalid_utf8_names_the_field() -> None:
     record = _len_field(3, b"\xff\xfe")  # severity_text
     with pytest.raises(ConversionError, match="not valid UTF-8") as info:

@@ -53,6 +53,8 @@ def _to_py(value: AnyValue, path: str) -> Any:
 def _map_to_py(kvlist: KeyValueList, path: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, kv in enumerate(kvlist.values):
+        if kv.key_strindex:
+            raise ConversionError("key_strindex is only meaningful in profiles; OTAP has no column for it", f"{path}.values[{i}]")
         if kv.key in out:
             raise ConversionError(f"duplicate key {kv.key!r} in a key/value list (OTLP requires unique keys)", f"{path}.values[{i}]")
         out[kv.key] = _to_py(kv.value, f"{path}.values[{i}].value")
