@@ -339,3 +339,46 @@ def test_quiver_inspect_shows_subscribers_marks_gaps_and_lag(tmp_path, capsys):
     }
     assert rows["parquet"][:5] == ["-1", "2", "0:0, 0:2", "1", "1"]
     assert rows["otlp"][:5] == ["0", "0", "-", "0", "0"]
+
+
+def test_opentelemetry_export_is_optional_and_reads_the_snapshot(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from quiver_store.subscriber import otel
+
+    assert otel.split_key('quiver.gc.evictions_total{reason="size"}') == (
+        "quiver.gc.evictions_total",
+        {"reason": "size"},
+    )
+    store = FakeStore(str(tmp_path / "plain"), cfg())
+    assert store.hub.otel_exported is False  # opentelemetry-api is not installed here: skipped silently
+    store.close()
+
+    instruments = {}
+
+    class Meter:
+        def create_observable_counter(self, name, callbacks):
+            instruments[name] = ("counter", callbacks)
+
+        def create_observable_gauge(self, name, callbacks):
+            instruments[name] = ("gauge", callbacks)
+
+    api = types.ModuleType("opentelemetry.metrics")
+    api.get_meter = lambda name: Meter()
+    api.Observation = lambda value, attributes: (value, attributes)
+    pkg = types.ModuleType("opentelemetry")
+    pkg.metrics = api
+    monkeypatch.setitem(sys.modules, "opentelemetry", pkg)
+    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", api)
+    store = FakeStore(str(tmp_path / "otel"), cfg())
+    assert store.hub.otel_exported is True
+    a = store.subscribe("a")
+    fill(store, [2])
+    a.next(0).ack()
+    kind, (cb,) = instruments["quiver.subscriber.lag_bundles"]
+    assert kind == "gauge" and list(cb(None)) == [(1, {"subscriber": "a"})]
+    kind, (cb,) = instruments["quiver.gc.evictions_total"]
+    assert kind == "counter" and (0, {"reason": "processed"}) in list(cb(None))
+    store.close()
+    assert list(cb(None)) == []

@@ -13,6 +13,7 @@ from typing import Any
 from ..config import StoreConfig
 from ..fs import DEFAULT_FS, FileSystem
 from ..retention import Retention, StoreHooks, core_label
+from . import otel
 from .registry import BundleReader, SegmentRef, Start, SubscriberRegistry
 from .subscription import Subscription
 
@@ -34,6 +35,12 @@ def _open_reader(fs: FileSystem):  # type: ignore[no-untyped-def]
     return open_reader
 
 
+def _live_metrics(hub: SubscriberHub) -> dict[str, Any]:
+    if hub.closed:
+        return {}
+    return hub.metrics()
+
+
 class SubscriberHub:
     """Subscribers + retention of one core's store."""
 
@@ -47,6 +54,11 @@ class SubscriberHub:
         self._thread: threading.Thread | None = None
         self.maintenance_errors = 0
         self.last_maintenance_error: str | None = None
+        self.otel_exported = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def start(self, name: str = "quiver-maintenance") -> None:
         """Run `tick` every `retention.maintenance_interval` seconds on a daemon thread."""
@@ -108,6 +120,7 @@ class SubscriberHub:
         retention.delete_stale(stale)
         hub = cls(registry, retention, config.retention.maintenance_interval)
         retention.sweep()
+        hub.otel_exported = otel.register(hub, _live_metrics)
         return hub
 
     def subscribe(self, name: str, start: Start = "earliest") -> Subscription:

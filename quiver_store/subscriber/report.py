@@ -24,8 +24,23 @@ def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[in
     `on_disk` (segment sequence numbers present) restricts lag to segments that still exist.
     """
     table = Table(title=f"subscribers of {path}")
-    for col in ("subscriber", "mark", "gap set", "gaps (first 8)", "lag bundles", "lag segments", "dropped", "state", "last seen"):
-        table.add_column(col, justify="right" if col in ("mark", "gap set", "lag bundles", "lag segments", "dropped") else "left")
+    for col in (
+        "subscriber",
+        "mark",
+        "gap set",
+        "gaps (first 8)",
+        "lag bundles",
+        "lag segments",
+        "dropped",
+        "state",
+        "last seen",
+    ):
+        table.add_column(
+            col,
+            justify="right"
+            if col in ("mark", "gap set", "lag bundles", "lag segments", "dropped")
+            else "left",
+        )
     try:
         state = read_offline(path, fs=fs)
     except QuiverError as exc:
@@ -41,10 +56,19 @@ def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[in
         gaps = sub.gap_keys()
         shown = ", ".join(f"{s}:{i}" for s, i in gaps[:8]) + (" ..." if len(gaps) > 8 else "")
         table.add_row(
-            sub.name, str(sub.mark), str(len(gaps)), shown or "-", str(lag_b), str(lag_s), str(sub.dropped_total),
-            "orphaned" if sub.orphaned else "active", _when(sub.last_seen_ns),
+            sub.name,
+            str(sub.mark),
+            str(len(gaps)),
+            shown or "-",
+            str(lag_b),
+            str(lag_s),
+            str(sub.dropped_total),
+            "orphaned" if sub.orphaned else "active",
+            _when(sub.last_seen_ns),
         )
     files = sorted(n for n in fs.listdir(path) if n.startswith("ack.")) if fs.exists(path) else []
     size = sum(fs.file_size(os.path.join(path, n)) for n in files)
-    table.caption = f"ack log: {', '.join(files) or 'none'} ({size} bytes, {state.records} records after the checkpoint)"
+    table.caption = (
+        f"ack log: {', '.join(files) or 'none'} ({size} bytes, {state.records} records after the checkpoint)"
+    )
     return table
