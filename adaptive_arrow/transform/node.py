@@ -66,6 +66,19 @@ class TransformNode:
         self.transforms = [t for t in self.transforms if not isinstance(t, NoField)] or [Identity()]
         self.present = True
 
+    def fresh(self) -> TransformNode:
+        """A copy with the initial state (optional fields absent, empty dictionaries), without
+        decoding annotations again: trees are cloned from a cached blueprint per schema."""
+        transforms: list[Transform] = []
+        for t in self.transforms:
+            if isinstance(t, DictionaryTransform):
+                transforms.append(DictionaryTransform(t.value_type, t.ladder, t.threshold))
+            elif isinstance(t, UnionVariants):
+                transforms.append(UnionVariants(self.field.type))
+            else:
+                transforms.append(t)  # Identity and NoField are stateless
+        return TransformNode(self.field, self.path, transforms, [c.fresh() for c in self.children])
+
     def walk(self):  # type: ignore[no-untyped-def]
         yield self
         for child in self.children:
@@ -103,6 +116,20 @@ def _node(field: pa.Field, path: str, can_drop: bool, limit: int, threshold: flo
     return TransformNode(field, path, transforms, children)
 
 
+_BLUEPRINTS: dict[tuple[int, int, float], tuple[pa.Schema, list[TransformNode]]] = {}
+
+
 def build_tree(schema: pa.Schema, *, dictionary_limit: int = 65535, reset_threshold: float = 0.3) -> list[TransformNode]:
-    """The transformation tree of an annotated schema: one root node per top-level field."""
-    return [_node(f, f.name, True, dictionary_limit, reset_threshold) for f in schema]
+    """The transformation tree of an annotated schema: one root node per top-level field.
+
+    Blueprints are cached per schema object (the cache keeps the schema alive, so its id stays
+    unique); each call returns a fresh tree with its own state.
+    """
+    key = (id(schema), dictionary_limit, reset_threshold)
+    cached = _BLUEPRINTS.get(key)
+    if cached is None:
+        roots = [_node(f, f.name, True, dictionary_limit, reset_threshold) for f in schema]
+        if len(_BLUEPRINTS) < 1024:
+            _BLUEPRINTS[key] = (schema, roots)
+        cached = (schema, roots)
+    return [root.fresh() for root in cached[1]]
