@@ -293,6 +293,7 @@ class SubscriberRegistry:
         """Block until a bundle is eligible for `name` (finalize, defer and backoff wake it up)."""
         deadline = None if timeout is None else self._clock() + timeout
         lsn = None
+        delivery: Delivery | None = None
         with self._cond:
             self._waiting[name] = self._waiting.get(name, 0) + 1
             try:

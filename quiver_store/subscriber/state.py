@@ -195,11 +195,11 @@ class SubscriberState:
             if key not in self.in_flight and key[0] in catalog and not self.is_resolved(*key):
                 self.in_flight.add(key)
                 return key
-        key = self._fresh(catalog)
-        if key is not None:
-            self.in_flight.add(key)
-            self.cursor = (key[0], key[1] + 1)
-        return key
+        fresh = self._fresh(catalog)
+        if fresh is not None:
+            self.in_flight.add(fresh)
+            self.cursor = (fresh[0], fresh[1] + 1)
+        return fresh
 
     def _fresh(self, catalog: SegmentCatalog) -> Key | None:
         seq, index = self.cursor if self.cursor is not None else (self.mark + 1, 0)
