@@ -321,12 +321,17 @@ class QuiverStore:
             raise QuiverError("cannot ingest a bundle without any slot")
         self.layout.check_slots(bundle.slots)
         self._check_schemas(bundle)
-        bitmap, parts, parts_len = self._encoder.encode(bundle)
-        self._hub.before_ingest(parts_len)  # size cap (retention.py); the WAL bytes this bundle adds
-        self._admit()
+        self._committer.arriving()
+        try:
+            bitmap, parts, parts_len = self._encoder.encode(bundle)
+            self._hub.before_ingest(parts_len)  # size cap (retention.py); the WAL bytes this bundle adds
+            self._admit()
+        except BaseException:
+            self._committer.cancel_arrival()
+            raise
         ts = bundle.ingestion_time_ns
         assert ts is not None
-        req = self._committer.append(ts, bitmap, parts, parts_len, bundle)
+        req = self._committer.append(ts, bitmap, parts, parts_len, bundle, announced=True)
         pos = req.position
         return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
 

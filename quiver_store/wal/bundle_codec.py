@@ -65,6 +65,35 @@ class BundleEncoder:
         return bitmap, b"".join(bytes(p) for p in parts)
 
 
+_SCHEMAS: dict[bytes, pa.Schema] = {}
+
+
+def _decode_payload(payload: memoryview) -> pa.RecordBatch:
+    """One IPC stream -> one batch. Fast path for our own [schema, batch, EOS] layout (schemas
+    cached by their message bytes, ~3x cheaper than a stream reader); anything else (dictionaries,
+    several batches) goes through `pyarrow.ipc.open_stream`."""
+    buf = pa.py_buffer(payload)
+    if len(payload) > len(EOS) and payload[-len(EOS) :] == EOS:
+        reader = pa.BufferReader(buf)
+        first = pa.ipc.read_message(reader)
+        if first.type == "schema":
+            key = first.metadata.to_pybytes()
+            schema = _SCHEMAS.get(key)
+            if schema is None:
+                if len(_SCHEMAS) >= _SCHEMA_CACHE_LIMIT:
+                    _SCHEMAS.clear()
+                schema = _SCHEMAS[key] = pa.ipc.read_schema(first)
+            second = pa.ipc.read_message(reader)
+            if second.type == "record batch" and reader.tell() == len(payload) - len(EOS):
+                return pa.ipc.read_record_batch(second, schema)
+    batches = list(pa.ipc.open_stream(buf))
+    if len(batches) == 1:
+        return batches[0]
+    if batches:
+        return pa.concat_batches(batches)
+    return pa.RecordBatch.from_pylist([], schema=pa.ipc.open_stream(buf).schema)
+
+
 def decode_bundle(entry: Entry, layout: Layout, path: str) -> RecordBundle:
     """Rebuild the bundle of a CRC-verified entry; CorruptionError if its content is inconsistent."""
     slots: dict[int, pa.RecordBatch] = {}
@@ -79,20 +108,13 @@ def decode_bundle(entry: Entry, layout: Layout, path: str) -> RecordBundle:
                 entry.offset,
             )
         try:
-            reader = pa.ipc.open_stream(pa.py_buffer(rec.payload))
-            batches = list(reader)
+            batch = _decode_payload(rec.payload)
         except (pa.ArrowInvalid, OSError) as exc:
             raise CorruptionError(
                 f"entry seq {entry.sequence}: slot {rec.slot} payload is not a valid Arrow IPC stream ({exc})",
                 path,
                 entry.offset,
             ) from exc
-        if len(batches) == 1:
-            batch = batches[0]
-        elif batches:
-            batch = pa.concat_batches(batches)
-        else:
-            batch = pa.RecordBatch.from_pylist([], schema=reader.schema)
         if batch.num_rows != rec.rows:
             raise CorruptionError(
                 f"entry seq {entry.sequence}: slot {rec.slot} holds {batch.num_rows} rows, metadata says {rec.rows}",

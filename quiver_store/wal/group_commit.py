@@ -19,6 +19,7 @@ from .format import ENTRY_HEAD_LEN, ENTRY_RECORD_BUNDLE, FRAME_OVERHEAD, entry_p
 from .writer import Position, WalWriter
 
 NONE_BUFFER_BYTES = 1 << 20  # durability "none": write once this much is buffered
+GATHER_WAIT = 0.002  # seconds a new leader waits, at most, for producers still serializing
 
 
 class Pending:
@@ -48,7 +49,10 @@ class GroupCommitter:
         self.durability = config.durability
         self.flush_interval = config.flush_interval
         self.on_commit = on_commit
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._gather = threading.Condition(lock)  # a new leader waits here for producers mid-encode
+        self._arriving = 0
         self._queue: list[Pending] = []
         self._queued_bytes = 0
         self._leader = False
@@ -62,9 +66,22 @@ class GroupCommitter:
     def next_sequence(self) -> int:
         return self._next_seq
 
-    def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any) -> Pending:
+    def arriving(self) -> None:
+        """Announce an append that is still being serialized, so a new leader waits for it."""
+        with self._cond:
+            self._arriving += 1
+
+    def cancel_arrival(self) -> None:
+        with self._cond:
+            self._arriving -= 1
+            self._gather.notify()
+
+    def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any, *, announced: bool = False) -> Pending:
         """Queue one entry; return once it is durable under the configured policy."""
         with self._cond:
+            if announced:
+                self._arriving -= 1
+                self._gather.notify()
             if self._failed is not None:
                 raise QuiverError(
                     f"the WAL stopped accepting writes after an I/O failure ({self._failed}); close and reopen the store"
@@ -104,6 +121,13 @@ class GroupCommitter:
     def _lead(self, sync: bool) -> None:
         """Called holding the condition's lock; drops it around the I/O."""
         self._leader = True
+        if sync:  # let producers that are serializing right now join this group (bounded wait)
+            deadline = time.monotonic() + GATHER_WAIT
+            while self._arriving > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._gather.wait(left)
         self._cond.release()
         batch: list[Pending] = []
         error: BaseException | None = None

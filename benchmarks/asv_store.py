@@ -1,0 +1,78 @@
+"""asv benchmarks of the Quiver store: group-committed ingest, WAL replay, opening many segments.
+
+The headline figures (against fdatasync latency and dd, in one run) come from bench_store.py;
+these track regressions between commits.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+
+from benchmarks.bench_store import small_bundles, store_config
+from quiver_store import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+
+_BUNDLES = small_bundles(400)
+_REPLAY_CFG = StoreConfig(segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0), wal=WalConfig(durability="os"))
+
+
+class Ingest:
+    """400 four-slot, 100-row bundles with fdatasync on, from 1 and from 8 threads."""
+
+    def setup(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asv-quiver-")
+        self.store = QuiverStore.open(self.dir, store_config())
+
+    def teardown(self) -> None:
+        self.store._abandon()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_single_producer(self) -> None:
+        for b in _BUNDLES:
+            self.store.ingest(b)
+
+    def time_eight_producers(self) -> None:
+        def run(k: int) -> None:
+            for b in _BUNDLES[k::8]:
+                self.store.ingest(b)
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+class Replay:
+    """Open a store whose WAL holds 2,000 unfinalized bundles (about 20 MiB)."""
+
+    def setup(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asv-quiver-")
+        store = QuiverStore.open(self.dir, _REPLAY_CFG)
+        for i in range(2000):
+            store.ingest(_BUNDLES[i % len(_BUNDLES)])
+        store._abandon()
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_replay(self) -> None:
+        QuiverStore.open(self.dir, _REPLAY_CFG)._abandon()
+
+
+class OpenSegments:
+    """Open (and close) a store holding 200 segments."""
+
+    def setup(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asv-quiver-")
+        with QuiverStore.open(self.dir, store_config()) as store:
+            for i in range(200):
+                store.ingest(_BUNDLES[i % len(_BUNDLES)])
+                store.flush()
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_open(self) -> None:
+        QuiverStore.open(self.dir, store_config()).close()
