@@ -344,10 +344,10 @@ def _traces(tk: Tokens) -> dict[PayloadType, pa.RecordBatch]:
 
 # ---- metrics -----------------------------------------------------------------------------------
 
-# Metric.data oneof field -> (metric_type code, container message type)
-_DATA_FIELDS = {5: (1, T.GAUGE), 7: (2, T.SUM), 9: (3, T.HISTOGRAM), 10: (4, T.EXP_HISTOGRAM), 11: (5, T.SUMMARY)}
+# Metric.data oneof field (gauge, sum, histogram, exponential_histogram, summary) -> metric_type code
+_DATA_FIELDS = {5: 1, 7: 2, 9: 3, 10: 4, 11: 5}
 
-# per data point family: (dp type, attrs KV, attrs Any, exemplar type, exemplar KV, exemplar Any, attrs field no.)
+# per data point family: (point type, its KeyValue, its AnyValue, exemplar type, exemplar KeyValue, exemplar AnyValue)
 _FAMILIES = {
     P.NUMBER_DATA_POINTS: (T.NDP, T.KV_NDP, T.ANY_NDP, T.EX_NDP, T.KV_EX_NDP, T.ANY_EX_NDP),
     P.SUMMARY_DATA_POINTS: (T.SDP, T.KV_SDP, T.ANY_SDP, None, None, None),
@@ -367,7 +367,7 @@ def _metrics(tk: Tokens) -> dict[PayloadType, pa.RecordBatch]:
     keep = last_per_row(rows) if rows.size else np.zeros(0, np.bool_)
     idx, rows = idx[keep], rows[keep]
     field_codes = np.zeros(MAX_FIELD, np.uint8)
-    for f, (code, _) in _DATA_FIELDS.items():
+    for f, code in _DATA_FIELDS.items():
         field_codes[f] = code
     metric_type = np.zeros(n, np.uint8)
     metric_type[rows] = field_codes[s.tok_key[idx] - int(T.METRIC) * MAX_FIELD]
