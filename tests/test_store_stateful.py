@@ -4,7 +4,8 @@ Random ingest, finalize, subscribe (earliest / latest), unsubscribe, deliveries 
 ack / nack / defer out of order, clean restarts, and size-cap pressure under both policies.
 Invariants checked after every step and at the end:
 
-- no bundle a subscriber acknowledged is ever delivered to it again (across clean restarts too);
+- no bundle a subscriber acknowledged is ever delivered to it again (across clean restarts and
+  simulated process crashes too);
 - every bundle is delivered with the data it was ingested with;
 - backpressure never deletes a segment some eligible subscriber has not fully acknowledged;
 - drop_oldest reports exactly what it dropped (per subscriber, per segment) and leaves no gap;
@@ -134,10 +135,12 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES), latest=st.booleans())
     def subscribe(self, name, latest):
+        self._account_deletions()
         if name not in self.subs:
             start = self.max_seq + 1 if latest or not self.live else min(self.live)
             self.subs[name] = SubModel(start)
         self.handles[name] = self.store.subscribe(name, "latest" if latest else "earliest")
+        self._account_deletions()  # a "latest" subscriber may complete retained segments
 
     @precondition(lambda self: self.subs)
     @rule(data=st.data())
@@ -178,6 +181,14 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def restart(self):
         self.store.close()
+        self.inflight = []
+        self.store = self._open()
+        self._account_deletions()
+
+    @rule()
+    def crash(self):
+        """Stop as a crash would (process state lost, page cache kept): returned acks survive."""
+        self.store._abandon()
         self.inflight = []
         self.store = self._open()
         self._account_deletions()
