@@ -18,12 +18,14 @@ from .errors import (
 )
 from .layout import DEFAULT_LAYOUT, Layout
 from .segment.info import SegmentInfo, StreamInfo
+from .subscriber.subscription import Delivery, Subscription
 
 __all__ = [
     "DEFAULT_LAYOUT",
     "BundleReceipt",
     "ConfigError",
     "CorruptionError",
+    "Delivery",
     "Layout",
     "QuiverError",
     "QuiverStore",
@@ -36,6 +38,7 @@ __all__ = [
     "StoreFullError",
     "StreamInfo",
     "SubscriberConfig",
+    "Subscription",
     "WalConfig",
     "core_path",
     "default_fingerprint",
