@@ -5,10 +5,9 @@ Nothing is serialized here. Chunks are kept as the ingested (zero-copy) batches.
 placed at append time into a record batch of its stream: consecutive chunks share one record batch
 until it would exceed COALESCE_ROWS rows or COALESCE_BYTES bytes, and the writer concatenates them
 (fewer IPC messages; the manifest addresses (stream, batch, row offset, row count)).
-``serialized_size`` follows that layout incrementally: each chunk adds the bytes of its (sliced)
-buffers, which is the body IPC writes for it, each record batch its IPC metadata size
-(``pa.ipc.get_record_batch_size`` of an empty batch) and alignment padding, each stream its schema
-and unified dictionaries once.
+``serialized_size`` follows that layout incrementally from ``pa.ipc.get_record_batch_size``: each
+chunk adds its IPC body, each record batch its IPC metadata and alignment padding once, each
+stream its schema and unified dictionaries once.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ IPC_FILE_OVERHEAD = 8 + 8 + 10 + 63  # leading magic+pad, EOS, footer size+magic
 IPC_BLOCK_BYTES = 24  # one footer Block entry per record batch or dictionary batch
 IPC_MESSAGE_OVERHEAD = 136  # flatbuffer metadata of a dictionary batch holding one array (upper bound)
 COALESCE_ROWS = 65_536  # a record batch takes no more chunks once it holds this many rows ...
-COALESCE_BYTES = 4 << 20  # ... or this many in-memory bytes
+COALESCE_BYTES = 4 << 20  # ... or this many IPC bytes
 
 
 @dataclass
@@ -44,31 +43,38 @@ class StreamAccumulator:
     rows: int = 0
     batches: int = 0  # record batches the chunks are coalesced into
     _batch_rows: int = 0
-    _batch_nbytes: int = 0
+    _batch_bytes: int = 0
     _message_bytes: int = -1  # IPC metadata of one record batch of this schema (0 rows)
+    _message_bytes_rows: int = 0  # rows of the batch _message_bytes was measured on (0 or 1)
     _padding: int = 0  # expected alignment padding of one chunk's buffers, absent once concatenated
     dictionaries: dict[Path, DictionaryUnion] = field(default_factory=dict)
     batch_bytes: int = 0
     dictionary_bytes: int = 0
 
-    def place(self, batch: pa.RecordBatch, dictionary_nbytes: int) -> int:
-        """Record where `batch` goes; return the IPC bytes it adds: its buffers' bytes (the body
-        IPC writes, dictionaries excluded: they are written once per stream) plus, when it opens a
-        record batch, that batch's IPC metadata and expected alignment padding."""
-        if self._message_bytes < 0:
-            self._message_bytes = pa.ipc.get_record_batch_size(batch.slice(0, 0))
-            self._padding = 4 * sum(len(c.buffers()) for c in batch.columns)
-        n, nbytes = batch.num_rows, batch.nbytes
-        added = max(0, nbytes - dictionary_nbytes)
-        if not self.batches or self._batch_rows + n > COALESCE_ROWS or self._batch_nbytes + nbytes > COALESCE_BYTES:
+    def place(self, batch: pa.RecordBatch) -> int:
+        """Record where `batch` goes; return the IPC bytes it adds: its IPC body (record batch
+        message size minus metadata and the alignment padding concatenation removes; dictionaries
+        are separate messages, written once per stream) plus, when it opens a record batch, that
+        batch's IPC metadata and padding."""
+        if self._message_bytes < 0 or (self._message_bytes_rows == 0 and batch.num_rows):
+            # one-row metadata (flatbuffers omit zero-valued fields, so an empty batch's is smaller):
+            # a one-row batch's size minus ~8 padded bytes per buffer
+            buffers = sum(1 for c in batch.columns for b in c.buffers() if b is not None)
+            probe = batch.slice(0, min(1, batch.num_rows))
+            self._message_bytes = max(0, pa.ipc.get_record_batch_size(probe) - 8 * buffers * probe.num_rows)
+            self._message_bytes_rows = probe.num_rows
+            self._padding = 4 * buffers
+        n, size = batch.num_rows, pa.ipc.get_record_batch_size(batch)
+        added = max(0, size - self._message_bytes - self._padding)
+        if not self.batches or self._batch_rows + n > COALESCE_ROWS or self._batch_bytes + size > COALESCE_BYTES:
             self.batches += 1
-            self._batch_rows = self._batch_nbytes = 0
+            self._batch_rows = self._batch_bytes = 0
             added += self._message_bytes + IPC_BLOCK_BYTES + self._padding
         self.placements.append((self.batches - 1, self._batch_rows))
         self.chunks.append(batch)
         self.rows += n
         self._batch_rows += n
-        self._batch_nbytes += nbytes
+        self._batch_bytes += size
         return added
 
     @property
@@ -147,7 +153,8 @@ class OpenSegment:
                     f"{batch.schema.remove_metadata()}\n(the embedder must give a different fingerprint "
                     "to a different schema); the bundle was not added"
                 )
-            unions = {p: stream.dictionaries[p].extend(leaf_dictionary(batch, p)) for p in stream.paths}
+            dicts = [leaf_dictionary(batch, p) for p in stream.paths]
+            unions = {p: stream.dictionaries[p].extend(d) for p, d in zip(stream.paths, dicts)}
             grew_past = any(
                 unions[p].size > limit and unions[p].size > stream.dictionaries[p].size for p in stream.paths
             )
@@ -165,8 +172,7 @@ class OpenSegment:
                 self._current[(slot, fp)] = stream
                 self.serialized_size += stream.serialized_size
             before = stream.batch_bytes + stream.dictionary_bytes
-            dict_nbytes = sum(leaf_dictionary(batch, p).nbytes for p in stream.paths) if stream.paths else 0
-            stream.batch_bytes += stream.place(batch, dict_nbytes)
+            stream.batch_bytes += stream.place(batch)
             if unions:
                 if any(unions[p] is not stream.dictionaries.get(p) for p in unions):
                     stream.dictionary_bytes = _dictionary_bytes(unions)

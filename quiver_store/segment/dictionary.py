@@ -180,6 +180,17 @@ def _attach(arr: pa.Array, target: pa.DataType, prefix: Path, values: Mapping[Pa
     return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
 
 
+def _widen(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """`arr` with dictionary index types widened to those of `target` (structs rebuilt, not cast:
+    pyarrow's struct cast rejects non-nullable children under null parents)."""
+    if arr.type.equals(target):
+        return arr
+    if pat.is_struct(target):
+        children = [_widen(arr.field(i), target.field(i).type) for i in range(target.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null() if arr.null_count else None)
+    return arr.cast(target)
+
+
 def _distinct(values: pa.Array) -> bool:
     return pc.count_distinct(values, mode="all").as_py() == len(values)
 
@@ -207,7 +218,10 @@ def unify_chunks(
             ]
             out.append(pa.RecordBatch.from_arrays(cols, schema=target))
         return target, out
-    cast = [c.cast(target) if target != schema else pa.RecordBatch.from_arrays(c.columns, schema=target) for c in chunks]
+    cast = [
+        pa.RecordBatch.from_arrays([_widen(col, f.type) for col, f in zip(c.columns, target)], schema=target)
+        for c in chunks
+    ]
     filled = [c for c in cast if c.num_rows]
     if not filled:  # only empty chunks: give them all the first one's dictionaries
         return target, [cast[0]] * len(cast)

@@ -1,0 +1,150 @@
+"""Segment file throughput: accumulate, write (fsync included), open, read, verify, and the open
+time of 1,000 small segments. Prints a table; figures go to docs/benchmarks.md "Segment files".
+
+    .venv/bin/python -m benchmarks.bench_segment [--bundles N] [--dir DIR]
+
+Data: OTAP logs bundles from the generator through one adaptive encoder (stream mode: the
+dictionaries of consecutive bundles extend each other, the unification fast path), and the same
+records through a fresh encoder per bundle (each bundle's own dictionaries: the general path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from quiver_store.bundle import RecordBundle
+from quiver_store.config import SegmentConfig
+from quiver_store.segment import OpenSegment, SegmentReader, write_segment
+
+
+def otap_bundles(count: int, rows: int) -> list[RecordBundle]:
+    import adaptive_arrow
+    import otap_model
+
+    encoder = adaptive_arrow.Encoder(otap_model.Signal.LOGS)
+    out = []
+    for i, bundle in enumerate(otap_model.generate(otap_model.Signal.LOGS, count * rows, batch_size=rows, seed=7)):
+        rb = encoder.encode_records(bundle)
+        out.append(RecordBundle(dict(rb.slots), dict(rb.fingerprints or {}), ingestion_time_ns=i))
+    return out[:count]
+
+
+def independent_bundles(count: int, rows: int) -> list[RecordBundle]:
+    """A fresh encoder per bundle: each bundle's dictionaries are its own (overlapping, not prefixes)."""
+    import adaptive_arrow
+    import otap_model
+
+    out = []
+    for i, bundle in enumerate(otap_model.generate(otap_model.Signal.LOGS, count * rows, batch_size=rows, seed=7)):
+        rb = adaptive_arrow.Encoder(otap_model.Signal.LOGS).encode_records(bundle)
+        out.append(RecordBundle(dict(rb.slots), dict(rb.fingerprints or {}), ingestion_time_ns=i))
+    return out[:count]
+
+
+def timed(fn: Callable[[], object], repeat: int = 3) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+def accumulate(bundles: list[RecordBundle], config: SegmentConfig) -> OpenSegment:
+    seg = OpenSegment(config)
+    for b in bundles:
+        seg.append(b)
+    return seg
+
+
+def read_all(path: str) -> int:
+    n = 0
+    with SegmentReader.open(path) as reader:
+        for bundle in reader.bundles():
+            n += len(bundle.slots)
+    return n
+
+
+def verify(path: str) -> None:
+    with SegmentReader.open(path) as reader:
+        reader.verify()
+
+
+def run_case(name: str, bundles: list[RecordBundle], workdir: str) -> list[tuple[str, str]]:
+    config = SegmentConfig(max_dictionary_size=65_535)
+    t_acc, seg = timed(lambda: accumulate(bundles, config))
+    assert isinstance(seg, OpenSegment)
+    path = os.path.join(workdir, f"{name}.qseg")
+    t_write, info = timed(lambda: write_segment(seg, path, 1, metadata={"signal": "logs"}))
+    size = info.size_bytes  # type: ignore[attr-defined]
+    t_open, _ = timed(lambda: SegmentReader.open(path).close(), repeat=20)
+    t_read, _ = timed(lambda: read_all(path))
+    t_verify, _ = timed(lambda: verify(path))
+    n = len(bundles)
+    mb = size / 1e6
+    return [
+        ("case", name),
+        ("bundles / rows / streams", f"{n} / {sum(b.num_rows for s in bundles for b in s.slots.values())} / {info.stream_count}"),  # type: ignore[attr-defined]
+        ("segment size (MB); serialized_size estimate (MB)", f"{mb:.2f}; {seg.serialized_size / 1e6:.2f}"),
+        ("accumulate (bundles/s)", f"{n / t_acc:,.0f}"),
+        ("write_segment incl. fsync (ms; MB/s)", f"{t_write * 1e3:.1f}; {mb / t_write:,.0f}"),
+        ("open, metadata only (ms)", f"{t_open * 1e3:.2f}"),
+        ("read every bundle, all slots (bundles/s; MB/s)", f"{n / t_read:,.0f}; {mb / t_read:,.0f}"),
+        ("verify (ms; MB/s)", f"{t_verify * 1e3:.1f}; {mb / t_verify:,.0f}"),
+    ]
+
+
+def open_many(workdir: str, count: int = 1000) -> tuple[float, float]:
+    """Write `count` small segments (one 4-slot bundle each); time opening all of them."""
+    bundle = RecordBundle(
+        {s: pa.record_batch({"id": pa.array(range(100), pa.uint32()), "v": pa.array([1.5] * 100)}) for s in (1, 2, 30, 31)},
+        ingestion_time_ns=1,
+    )
+    seg = accumulate([bundle], SegmentConfig())
+    d = os.path.join(workdir, "many")
+    os.makedirs(d)
+    first = os.path.join(d, f"{0:016d}.qseg")
+    write_segment(seg, first, 0, metadata={"signal": "logs"})
+    for i in range(1, count):  # identical bytes but the seq: copy, then patching is not needed for timing opens
+        shutil.copyfile(first, os.path.join(d, f"{i:016d}.qseg"))
+    paths = sorted(os.path.join(d, f) for f in os.listdir(d))
+
+    def open_all() -> None:
+        for p in paths:
+            SegmentReader.open(p).close()
+
+    t, _ = timed(open_all)
+    return t, os.path.getsize(first)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundles", type=int, default=2000)
+    parser.add_argument("--rows", type=int, default=100)
+    parser.add_argument("--dir", default=None, help="work directory on the disk to measure (default: a temp dir)")
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="bench_segment_", dir=args.dir)
+    try:
+        base = otap_bundles(args.bundles, args.rows)
+        rows = run_case("otap-logs (prefix dictionaries)", base, workdir)
+        rows2 = run_case("otap-logs (per-bundle dictionaries)", independent_bundles(args.bundles, args.rows), workdir)
+        t_many, small = open_many(workdir)
+        print(f"{'metric':<52} {'value'}")
+        for table in (rows, rows2):
+            for k, v in table:
+                print(f"{k:<52} {v}")
+            print()
+        print(f"{'open 1,000 segments of ' + str(small) + ' bytes (s; us each)':<52} {t_many:.3f}; {t_many * 1e3:.0f}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
