@@ -78,6 +78,7 @@ class StoreMachine(RuleBasedStateMachine):
     def _open(self) -> QuiverStore:
         store = QuiverStore.open(self.dir, self.config)
         store.add_finalize_listener(self._on_finalize)
+        self.dropped_segments = 0  # quiver.segment.dropped_total counts since open
         self.live = {s.seq for s in store.segments()}
         self.handles = {name: store.subscribe(name) for name in self.subs}
         return store
@@ -201,6 +202,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert stats[f'quiver.subscriber.dropped_bundles_total{{subscriber="{name}"}}'] == model.dropped
             if self.policy == "backpressure":
                 assert model.dropped == 0
+        assert stats["quiver.segment.dropped_total"] == self.dropped_segments
         by_name = {s["name"]: s for s in stats["subscribers"]}
         assert set(by_name) == set(self.subs)
 
