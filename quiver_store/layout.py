@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import blake3
 
@@ -19,10 +20,10 @@ from .errors import ConfigError
 CHECKSUM_POLICIES = ("crc32c",)
 
 
-def _pairs(value: object, what: str) -> tuple[tuple[int, object], ...]:
+def _pairs(value: Any, what: str) -> tuple[tuple[int, Any], ...]:
     items = value.items() if isinstance(value, Mapping) else value
-    out: dict[int, object] = {}
-    for slot, item in items:  # type: ignore[union-attr]
+    out: dict[int, Any] = {}
+    for slot, item in items:
         if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < MAX_SLOTS:
             raise ConfigError(f"layout.{what}: slot id {slot!r} is out of range [0, {MAX_SLOTS})")
         out[slot] = item
@@ -63,7 +64,7 @@ class Layout:
         for slot, tid in type_ids:
             if isinstance(tid, bool) or not isinstance(tid, int) or not 0 <= tid < 1 << 16:
                 raise ConfigError(f"layout.payload_type_ids: slot {slot} needs a u16 id, got {tid!r}")
-        times = tuple((s, tuple(str(c) for c in cols)) for s, cols in _pairs(self.event_time_columns, "event_time_columns"))  # type: ignore[union-attr]
+        times = tuple((s, tuple(str(c) for c in cols)) for s, cols in _pairs(self.event_time_columns, "event_time_columns"))
         roots = _pairs(self.root_slots, "root_slots")
         known = {s for s, _ in slots}
         for what, pairs in (("payload_type_ids", type_ids), ("event_time_columns", times), ("root_slots", roots)):
@@ -74,8 +75,8 @@ class Layout:
         object.__setattr__(self, "payload_type_ids", type_ids)
         object.__setattr__(self, "event_time_columns", times)
         object.__setattr__(self, "root_slots", roots)
-        object.__setattr__(self, "_slot_labels", dict(slots))  # type: ignore[arg-type]
-        object.__setattr__(self, "_type_ids", dict(type_ids))  # type: ignore[arg-type]
+        object.__setattr__(self, "_slot_labels", dict(slots))
+        object.__setattr__(self, "_type_ids", dict(type_ids))
 
     @property
     def is_generic(self) -> bool:
@@ -91,7 +92,7 @@ class Layout:
         """Raise ConfigError naming the first slot the slot table does not define."""
         if self.is_generic:
             return
-        for slot in slots:  # type: ignore[attr-defined]
+        for slot in cast(Any, slots):
             if slot not in self._slot_labels:
                 raise ConfigError(
                     f"slot {slot} is not defined by layout {self.name!r} (defined: {sorted(self._slot_labels)})"
@@ -99,14 +100,17 @@ class Layout:
 
     def canonical_bytes(self) -> bytes:
         """Deterministic JSON of every field; the input of the WAL header hash."""
+        def pairs(value: object) -> list[list[Any]]:
+            return [[s, list(v) if isinstance(v, tuple) else v] for s, v in cast(tuple, value)]
+
         doc = {
             "name": self.name,
             "version": self.version,
             "checksum": self.checksum,
-            "slots": [[s, label] for s, label in self.slots],  # type: ignore[union-attr]
-            "payload_type_ids": [[s, t] for s, t in self.payload_type_ids],  # type: ignore[union-attr]
-            "event_time_columns": [[s, list(c)] for s, c in self.event_time_columns],  # type: ignore[union-attr]
-            "root_slots": [[s, sig] for s, sig in self.root_slots],  # type: ignore[union-attr]
+            "slots": pairs(self.slots),
+            "payload_type_ids": pairs(self.payload_type_ids),
+            "event_time_columns": pairs(self.event_time_columns),
+            "root_slots": pairs(self.root_slots),
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
