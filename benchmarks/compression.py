@@ -291,3 +291,104 @@ def plot(results: Sequence[Result], out_dir: Path) -> list[Path]:
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the bytes go (python -m benchmarks.compression SIGNAL PROFILE)
+
+FLOOR_COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
+    "logs": {"LOGS": ("body.str", "time_unix_nano", "observed_time_unix_nano", "trace_id", "span_id")},
+    "traces": {"SPANS": ("span_id", "parent_span_id", "trace_id", "start_time_unix_nano", "duration_time_unix_nano")},
+    "metrics": {
+        "NUMBER_DATA_POINTS": ("int_value", "double_value"),
+        "HISTOGRAM_DATA_POINTS": ("count", "sum", "bucket_counts", "min", "max"),
+        "EXP_HISTOGRAM_DATA_POINTS": ("count", "sum", "positive.bucket_counts", "min", "max"),
+        "SUMMARY_DATA_POINTS": ("count", "sum"),
+    },
+}
+"""The columns whose content is (close to) random in generated data: ids, nanosecond timestamps,
+free-text bodies, measured values."""
+
+
+def _content(column: Any) -> bytes:
+    """The data bytes of a column without offsets or validity: string / binary characters, list
+    values, fixed-width values of the non-null slots."""
+    import pyarrow as pa
+
+    column = column.drop_null()
+    if pa.types.is_list(column.type):
+        return _content(column.flatten())
+    if pa.types.is_string(column.type) or pa.types.is_binary(column.type):
+        return b"".join(column.cast(pa.binary()).to_pylist())
+    width = column.type.bit_width // 8
+    return column.buffers()[1].to_pybytes()[column.offset * width : (column.offset + len(column)) * width]
+
+
+def where_bytes_go(signal: str, profile: str, batch_size: int = 5000, seed: int = 1,
+                   zstd_level: int = ZSTD_LEVEL) -> dict[str, Any]:
+    """One generated batch: OTLP+zstd, OTAP+zstd (unary, sorted), each OTAP payload and column
+    compressed alone, and the zstd size of the raw content of ``FLOOR_COLUMNS`` (what any
+    encoding that keeps those values verbatim must pay)."""
+    import io
+
+    import pyarrow as pa
+
+    generate_otlp = component("otap_model", "generate_otlp")
+    from_otlp = component("otap_model", "from_otlp")
+    encoder_cls = component("adaptive_arrow", "Encoder")
+    payload_type = component("otap_model", "PayloadType")
+    get_column = component("adaptive_arrow.transport.columns", "get_column")
+    z = zstandard.ZstdCompressor(level=zstd_level)
+    request = next(iter(generate_otlp(signal, batch_size, batch_size=batch_size, seed=seed, profile=profile)))
+    raw = request.SerializeToString()
+    bundle = from_otlp(raw)
+    bar = encoder_cls(signal).encode(bundle)
+    columns = []
+    for payload in bar.payloads:
+        table = pa.ipc.open_stream(payload.record).read_all().combine_chunks()
+        name = payload_type(payload.type).name
+        columns.append((name, "*", len(z.compress(payload.record))))
+        for column_field in table.schema:
+            leaves = [(column_field.name, table.column(column_field.name).chunk(0))] if table.num_rows else []
+            while leaves and pa.types.is_struct(leaves[0][1].type):
+                path, struct = leaves.pop(0)
+                leaves += [(f"{path}.{f.name}", struct.field(i)) for i, f in enumerate(struct.type)]
+            for path, leaf in leaves:
+                sink = io.BytesIO()
+                one = pa.record_batch([leaf], ["c"])
+                with pa.ipc.new_stream(sink, one.schema) as writer:
+                    writer.write_batch(one)
+                columns.append((name, path, len(z.compress(sink.getvalue()))))
+    floor = {}
+    for table_name, paths in FLOOR_COLUMNS[signal].items():
+        table = bundle.tables.get(payload_type[table_name])
+        for path in paths if table is not None else ():
+            column = get_column(table, path)
+            if column is not None and len(column.drop_null()):
+                floor[f"{table_name}.{path}"] = len(z.compress(_content(column)))
+    return {"otlp_zstd": len(z.compress(raw)), "otap_zstd": len(z.compress(bar.to_bytes())),
+            "columns": sorted(columns, key=lambda c: -c[2]), "floor": floor}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Where the bytes of one generated batch go, OTLP vs OTAP.")
+    parser.add_argument("signal")
+    parser.add_argument("profile", nargs="?", default="default")
+    parser.add_argument("--batch-size", type=int, default=5000)
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args(argv)
+    r = where_bytes_go(args.signal, args.profile, args.batch_size)
+    floor = sum(r["floor"].values())
+    print(f"{args.signal}/{args.profile} batch {args.batch_size}: OTLP+zstd {r['otlp_zstd']:,}  "
+          f"OTAP+zstd (unary, sorted) {r['otap_zstd']:,}  ratio {r['otlp_zstd'] / r['otap_zstd']:.2f}")
+    print(f"content floor (raw values of {', '.join(r['floor'])}): {floor:,} bytes "
+          f"= {100 * floor / r['otap_zstd']:.0f}% of OTAP+zstd; OTLP+zstd / floor = {r['otlp_zstd'] / floor:.2f}")
+    for table, path, size in r["columns"][: args.top]:
+        print(f"  {table:28} {path:32} {size:9,}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
