@@ -272,3 +272,53 @@ def test_acks_survive_a_clean_close_of_the_store(tmp_path):
         d[0].ack()
     with QuiverStore.open(tmp_path, config()) as store:
         assert drain(store.subscribe("x")) == [2]
+
+
+def test_drop_oldest_syncs_the_dropped_outcomes_before_unlinking_and_fsyncs_the_directory(tmp_path):
+    from quiver_store.fs import FileSystem
+
+    class Recording(FileSystem):
+        def __init__(self):
+            self.paths: dict[int, str] = {}
+            self.ops: list[tuple[str, str]] = []
+
+        def open(self, path, flags, mode=0o644):
+            fd = super().open(path, flags, mode)
+            self.paths[fd] = path
+            return fd
+
+        def fdatasync(self, fd):
+            super().fdatasync(fd)
+            self.ops.append(("fdatasync", os.path.basename(self.paths.get(fd, "?"))))
+
+        def unlink(self, path):
+            super().unlink(path)
+            self.ops.append(("unlink", os.path.basename(path)))
+
+        def fsync_dir(self, path):
+            super().fsync_dir(path)
+            self.ops.append(("fsync_dir", os.path.basename(path)))
+
+    cfg = StoreConfig(
+        segment=SegmentConfig(max_open_duration=3600.0),
+        wal=WalConfig(durability="fsync"),
+        retention=RetentionConfig(maintenance_interval=3600.0),
+    )
+    with QuiverStore.open(tmp_path, cfg) as store:
+        store.subscribe("slow")
+        seq = segment_of(store, [0, 1])
+        cap = store.disk_usage() + 500
+    fs = Recording()
+    capped = StoreConfig(
+        segment=cfg.segment,
+        wal=cfg.wal,
+        retention=RetentionConfig(size_cap=cap, size_cap_policy="drop_oldest", maintenance_interval=3600.0),
+    )
+    with QuiverStore.open(tmp_path, capped, fs=fs) as store:
+        store.ingest(bundle(10))  # over the cap: the unacknowledged segment is dropped
+        name = f"{seq:016d}.qseg"
+        assert ("unlink", name) in fs.ops
+        at = fs.ops.index(("unlink", name))
+        assert ("fdatasync", "ack.log") in fs.ops[:at]  # dropped outcomes durable first
+        assert fs.ops[at + 1] == ("fsync_dir", "segments")  # the deletion itself is durable
+        assert store.stats()['quiver.subscriber.dropped_bundles_total{subscriber="slow"}'] == 2
