@@ -267,3 +267,38 @@ def test_weaker_durability_modes(tmp_path, durability):
         assert store.stats()["fsyncs"] == 0
     with QuiverStore.open(tmp_path, cfg) as store:
         assert values(store) == list(range(10))
+
+
+class FailingSync(FileSystem):
+    """fdatasync of the WAL fails once with EIO (then works again, as the kernel would claim)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.paths: dict[int, str] = {}
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = str(path)
+        return fd
+
+    def fdatasync(self, fd):
+        if self.armed and self.paths.get(fd, "").endswith("quiver.wal"):
+            self.armed = False
+            raise OSError(errno.EIO, "Input/output error (injected)")
+        return super().fdatasync(fd)
+
+
+def test_failed_fdatasync_is_never_retried_and_trusted(tmp_path):
+    fs = FailingSync()
+    store = QuiverStore.open(tmp_path, config(), fs=fs)
+    acked = [store.ingest(bundle(i)).sequence for i in range(3)]
+    fs.armed = True
+    with pytest.raises(Exception, match="fdatasync of the WAL failed"):
+        store.ingest(bundle(3))
+    with pytest.raises(Exception, match="stopped accepting writes after an I/O failure"):
+        store.ingest(bundle(4))
+    store._abandon()
+    with QuiverStore.open(tmp_path, config()) as again:
+        again.flush()
+        got = values(again)
+    assert got[: len(acked)] == [0, 1, 2] and set(got) <= {0, 1, 2, 3}

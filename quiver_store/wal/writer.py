@@ -80,7 +80,7 @@ class WalWriter:
         self._rewrite_at: int | None = None  # physical offset the next rewrite may drop up to
         self.fd = -1
         self.size = 0
-        self.broken = False  # a partial write could not be removed: no further appends
+        self.broken = False  # a failed fdatasync, or a partial write that could not be removed
         self.stats = {"rotations": 0, "holes_punched": 0, "rewrites": 0, "chunks_deleted": 0, "wal_full_waits": 0}
         path = os.path.join(wal_dir, ACTIVE)
         if active_size >= HEADER_LEN:
@@ -134,13 +134,23 @@ class WalWriter:
                 out.append(Position(self.generation, pos))
                 pos += n
         if sync:
-            self.fs.fdatasync(self.fd)
+            try:
+                self.fs.fdatasync(self.fd)
+            except OSError as exc:
+                # Never retry a failed fdatasync and trust it (the kernel may have dropped the pages):
+                # the WAL takes no more writes in this process; reopening replays what is on disk.
+                self.broken = True
+                raise QuiverError(f"fdatasync of the WAL failed: {exc}; close and reopen the store") from exc
         return out
 
     def sync(self) -> None:
         with self.lock:
             fd = self.fd
-        self.fs.fdatasync(fd)
+        try:
+            self.fs.fdatasync(fd)
+        except OSError as exc:
+            self.broken = True
+            raise QuiverError(f"fdatasync of the WAL failed: {exc}; close and reopen the store") from exc
 
     def _undo_partial_write(self, start: int) -> None:
         """A failed write may have left part of a frame; cut it so later frames stay reachable."""
@@ -181,7 +191,11 @@ class WalWriter:
                 self.space.wait(min(left, 0.5))
                 reason = self._at_cap(nbytes)
         if self.size > HEADER_LEN and self.size + nbytes > self.config.rotation_size:
-            self._rotate()
+            try:
+                self._rotate()
+            except OSError:
+                self.broken = True  # half-rotated files: let recovery sort them out on reopen
+                raise
 
     def _rotate(self) -> None:
         self.fs.fdatasync(self.fd)
