@@ -46,6 +46,8 @@ class FileSystem:
         while i < len(views):
             batch = views[i : i + 1024]  # IOV_MAX
             n = os.pwritev(fd, batch, offset + total)
+            if n == 0 and any(len(v) for v in batch):
+                raise OSError(errno.EIO, "pwritev wrote nothing")
             total += n
             for v in batch:  # advance past what was written, keeping a partly written buffer's tail
                 if n >= len(v):
