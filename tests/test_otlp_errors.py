@@ -205,3 +205,29 @@ def test_signal_inference() -> None:
 def test_bad_json(text: str, message: str) -> None:
     with pytest.raises(ConversionError, match=message):
         from_otlp_json(text)
+
+
+def test_to_otlp_rejects_bad_tables() -> None:
+    import pyarrow as pa
+
+    from otap_model import PayloadType, to_otlp
+
+    bundle = from_otlp(_msg("logs.json"))
+    attrs = bundle[PayloadType.LOG_ATTRS]
+    bad_type = attrs.set_column(2, attrs.schema.field("type"), pa.array([9] + [1] * (attrs.num_rows - 1), pa.uint8()))
+    bundle.tables[PayloadType.LOG_ATTRS] = bad_type
+    with pytest.raises(ConversionError, match=r"^LOG_ATTRS\[0\]\.type: unknown AnyValue type code 9"):
+        to_otlp(bundle)
+    bundle.tables[PayloadType.LOG_ATTRS] = attrs.set_column(
+        2, attrs.schema.field("type"), pa.array([5] * attrs.num_rows, pa.uint8())
+    )
+    with pytest.raises(ConversionError, match=r"^LOG_ATTRS\[0\]\.ser: type 5 \(Map/Slice\) row has no ser value"):
+        to_otlp(bundle)
+    metrics = from_otlp(_msg("metrics.json"))
+    root = metrics[PayloadType.UNIVARIATE_METRICS]
+    column = root.schema.get_field_index("metric_type")
+    metrics.tables[PayloadType.UNIVARIATE_METRICS] = root.set_column(
+        column, root.schema.field(column), pa.array([7] * root.num_rows, pa.uint8())
+    )
+    with pytest.raises(ConversionError, match=r"UNIVARIATE_METRICS\[0\]\.metric_type: unknown metric_type 7"):
+        to_otlp(metrics)

@@ -1,486 +1,411 @@
 """Plain OTAP tables -> OTLP export request (``to_otlp``).
 
-Columns are converted to Python lists once, children are grouped by parent id with one pass
-each, and the request message is filled top-down. Nulls become the proto3 default (the field is
-left unset); for fields with presence (AnyValue oneof, data point/exemplar value oneof,
-histogram sum/min/max) null means absent.
+The request is serialized column by column with the wire writer (``writer.py``) and parsed once
+by upb. Nulls become the proto3 default (the field is not written); for fields with presence
+(AnyValue oneof, data point / exemplar value oneof, histogram sum/min/max) null means absent.
+Root rows are grouped into ResourceX by ``resource.id`` and ScopeX by ``scope.id`` in order of
+first appearance, so rows reordered by the encoder still convert.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 from google.protobuf.message import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ..bundle import OtapBundle
 from ..errors import ConversionError
 from ..payload import PayloadType, Signal
 from ..schema import conforms
 from . import anyvalue as av
+from . import writer as w
+from .decode import REQUEST_TYPES
+from .writer import Blob
 
 P = PayloadType
 
 
 def to_otlp(bundle: OtapBundle) -> Message:
     """The Export{Logs,Trace,Metrics}ServiceRequest holding exactly the bundle's data."""
+    return REQUEST_TYPES[bundle.signal].FromString(to_otlp_bytes(bundle))
+
+
+def to_otlp_bytes(bundle: OtapBundle) -> bytes:
+    """The serialized Export*ServiceRequest of a bundle."""
     for pt, table in bundle.tables.items():
         conforms(table, pt)
-    if bundle.signal is Signal.LOGS:
-        return _logs(bundle)
-    if bundle.signal is Signal.TRACES:
-        return _traces(bundle)
-    return _metrics(bundle)
+    build = {Signal.LOGS: (P.LOGS, _log_records), Signal.TRACES: (P.SPANS, _spans), Signal.METRICS: (P.UNIVARIATE_METRICS, _metrics)}
+    root_pt, items = build[bundle.signal]
+    root = bundle.get(root_pt)
+    if root is None or root.num_rows == 0:
+        return b""
+    return _envelope(bundle, root, items(bundle, root))
 
 
-# ---- column access ------------------------------------------------------------------------------
+# ---- helpers ----------------------------------------------------------------------------------
 
 
-def _col(table: pa.RecordBatch, name: str) -> pa.Array:
-    return table.column(name)
+def _nonzero(values: np.ndarray) -> np.ndarray:
+    return values.view(np.int64) != 0 if values.dtype.itemsize == 8 else values != 0
 
 
-def _ints(arr: pa.Array, *, unsigned: bool = False) -> list[int]:
-    """Integer-like column (ints, timestamps, durations) as Python ints, null -> 0."""
-    if pa.types.is_timestamp(arr.type) or pa.types.is_duration(arr.type):
-        arr = arr.view(pa.int64())
-    values = arr.fill_null(0).to_numpy(zero_copy_only=False)
-    if unsigned and values.dtype == np.int64:
-        values = values.view(np.uint64)
-    return values.tolist()  # type: ignore[no-any-return]
+def _num(table: pa.RecordBatch | pa.StructArray, name: str) -> np.ndarray:
+    col = table.column(name) if isinstance(table, pa.RecordBatch) else table.field(name)
+    return w.numbers(col)
 
 
-def _list(arr: pa.Array) -> list[Any]:
-    return arr.to_pylist()  # type: ignore[no-any-return]
+def _opt_varint(table: pa.RecordBatch, name: str, field: int) -> Blob:
+    v = _num(table, name)
+    return w.varint(v, _nonzero(v), field)
 
 
-def _field(struct: pa.Array, name: str) -> pa.Array:
-    return struct.field(name)
+def _opt_fixed64(table: pa.RecordBatch, name: str, field: int) -> Blob:
+    v = _num(table, name)
+    return w.fixed64(v, _nonzero(v), field)
 
 
-class _Attrs:
-    """An attribute table grouped by parent id, ready to fill repeated KeyValue fields."""
-
-    def __init__(self, table: pa.RecordBatch | None) -> None:
-        self.rows: dict[int, list[int]] = defaultdict(list)
-        if table is None or table.num_rows == 0:
-            return
-        for i, pid in enumerate(_ints(_col(table, "parent_id"))):
-            self.rows[pid].append(i)
-        self.key = _list(_col(table, "key"))
-        self.type = _ints(_col(table, "type"))
-        self.str = _list(_col(table, "str"))
-        self.int = _list(_col(table, "int"))
-        self.double = _list(_col(table, "double"))
-        self.bool = _list(_col(table, "bool"))
-        self.bytes = _list(_col(table, "bytes"))
-        self.ser = _list(_col(table, "ser"))
-
-    def fill(self, target: Any, parent: int | None, where: str) -> None:
-        if parent is None:
-            return
-        for i in self.rows.get(parent, ()):
-            kv = target.add(key=self.key[i])
-            code = self.type[i]
-            if code != av.EMPTY:
-                set_any(kv.value, code, self.str[i], self.int[i], self.double[i], self.bool[i], self.bytes[i], self.ser[i], where)
+def _opt_fixed32(table: pa.RecordBatch, name: str, field: int) -> Blob:
+    v = _num(table, name)
+    return w.fixed32(v, _nonzero(v), field)
 
 
-def set_any(
-    target: Any, code: int, s: Any, i: Any, d: Any, b: Any, by: Any, ser: Any, where: str
-) -> None:
-    """Set an AnyValue message from one row of value columns."""
-    if code == av.STR:
-        target.string_value = s if s is not None else ""
-    elif code == av.INT:
-        target.int_value = i if i is not None else 0
-    elif code == av.DOUBLE:
-        target.double_value = d if d is not None else 0.0
-    elif code == av.BOOL:
-        target.bool_value = bool(b)
-    elif code == av.BYTES:
-        target.bytes_value = by if by is not None else b""
-    elif code in (av.MAP, av.SLICE):
-        if ser is None:
-            raise ConversionError(f"type {code} (Map/Slice) row has no ser value", where)
-        av.fill_from_ser(target, ser, code, where)
-    elif code != av.EMPTY:
-        raise ConversionError(f"unknown AnyValue type code {code}", where)
+def _presence_fixed64(col: pa.Array, field: int) -> Blob:
+    """A field with presence: written whenever the column is non-null (a present 0 too)."""
+    return w.fixed64(w.numbers(col), w.valid(col), field)
 
 
-def _envelopes(
-    root: pa.RecordBatch,
-    request: Any,
-    res_field: str,
-    scope_field: str,
-    items_field: str,
-    res_attrs: _Attrs,
-    scope_attrs: _Attrs,
-) -> list[Any]:
-    """ResourceX / ScopeX messages for the root rows (grouped by resource.id, scope.id in order of
-    first appearance); returns the repeated item container of each row's ScopeX."""
-    resource, scope = _col(root, "resource"), _col(root, "scope")
-    res_ids = _list(_field(resource, "id"))
-    res_url = _list(_field(resource, "schema_url"))
-    res_dropped = _ints(_field(resource, "dropped_attributes_count"))
-    sc_ids = _list(_field(scope, "id"))
-    sc_name = _list(_field(scope, "name"))
-    sc_version = _list(_field(scope, "version"))
-    sc_dropped = _ints(_field(scope, "dropped_attributes_count"))
-    url = _list(_col(root, "schema_url"))
-    res_valid = resource.is_valid().to_numpy(zero_copy_only=False).tolist()
-    sc_valid = scope.is_valid().to_numpy(zero_copy_only=False).tolist()
-    resources: dict[Any, Any] = {}
-    scopes: dict[Any, Any] = {}
-    containers: list[Any] = []
-    for row in range(root.num_rows):
-        rid = res_ids[row] if res_valid[row] else None
-        rx = resources.get(rid)
-        if rx is None:
-            rx = getattr(request, res_field).add()
-            resources[rid] = rx
-            if res_valid[row]:
-                if res_url[row]:
-                    rx.schema_url = res_url[row]
-                if res_dropped[row]:
-                    rx.resource.dropped_attributes_count = res_dropped[row]
-                res_attrs.fill(rx.resource.attributes, rid, f"{res_field}[{len(resources) - 1}].resource")
-        sid = (rid, sc_ids[row] if sc_valid[row] else None)
-        sx = scopes.get(sid)
-        if sx is None:
-            sx = getattr(rx, scope_field).add()
-            scopes[sid] = sx
-            if url[row]:
-                sx.schema_url = url[row]
-            if sc_valid[row]:
-                if sc_name[row]:
-                    sx.scope.name = sc_name[row]
-                if sc_version[row]:
-                    sx.scope.version = sc_version[row]
-                if sc_dropped[row]:
-                    sx.scope.dropped_attributes_count = sc_dropped[row]
-                scope_attrs.fill(sx.scope.attributes, sid[1], f"{scope_field}.scope")
-        containers.append(getattr(sx, items_field))
-    return containers
+def _text(col: pa.Array, field: int, *, always: bool = False) -> Blob:
+    """A string/bytes field; null, and "" unless `always`, are not written."""
+    blob = w.binary(col)
+    present = w.valid(col) if always else np.diff(blob[0]) > 0
+    return w.length(blob, present & w.valid(col), field)
 
 
-def _children(table: pa.RecordBatch | None) -> dict[int, list[int]]:
-    rows: dict[int, list[int]] = defaultdict(list)
-    if table is not None:
-        for i, pid in enumerate(_ints(_col(table, "parent_id"))):
-            rows[pid].append(i)
+def _ids_to_rows(ids: pa.Array) -> np.ndarray:
+    """Map id -> row of a parent table (-1 for ids no row has)."""
+    valid = w.valid(ids)
+    values = w.numbers(ids).astype(np.int64)
+    top = int(values[valid].max()) + 1 if valid.any() else 0
+    rows = np.full(top + 1, -1, np.int64)
+    rows[values[valid]] = np.flatnonzero(valid)
     return rows
+
+
+def _parent_rows(child: pa.RecordBatch, id_rows: np.ndarray) -> np.ndarray:
+    """Row of each child's parent (-1 for a parent_id no parent row has)."""
+    pid = w.numbers(child.column("parent_id")).astype(np.int64)
+    out = np.full(pid.size, -1, np.int64)
+    inside = pid < id_rows.size
+    out[inside] = id_rows[pid[inside]]
+    return out
+
+
+def _children(bundle: OtapBundle, pt: PayloadType, parent_ids: pa.Array, n_parent: int, field: int, content) -> Blob:  # type: ignore[no-untyped-def]
+    """The `pt` rows of each parent as a repeated message field (`content(table)` builds each row)."""
+    table = bundle.get(pt)
+    if table is None or table.num_rows == 0:
+        return w.empty(n_parent)
+    return w.group(content(bundle, table), _parent_rows(table, _ids_to_rows(parent_ids)), n_parent, field)
+
+
+def _attributes(bundle: OtapBundle, pt: PayloadType, parent_ids: pa.Array, n_parent: int, field: int) -> Blob:
+    return _children(bundle, pt, parent_ids, n_parent, field, lambda _b, t: _key_values(t, pt.name))
+
+
+def any_value(table: pa.RecordBatch | pa.StructArray, where: str) -> tuple[Blob, np.ndarray]:
+    """(AnyValue message contents, whether the value is non-empty) per row of value columns."""
+    col = (lambda c: table.column(c)) if isinstance(table, pa.RecordBatch) else (lambda c: table.field(c))
+    code = w.numbers(col("type")).astype(np.int64)
+    n = code.size
+    bad = np.flatnonzero(code > av.BYTES)
+    if bad.size:
+        raise ConversionError(f"unknown AnyValue type code {int(code[bad[0]])}", f"{where}[{int(bad[0])}].type")
+    nested = np.flatnonzero((code == av.MAP) | (code == av.SLICE))
+    ser_rows: list[bytes | None] = [None] * n
+    if nested.size:
+        ser = col("ser").to_pylist()
+        for i in nested.tolist():
+            if ser[i] is None:
+                raise ConversionError(f"type {int(code[i])} (Map/Slice) row has no ser value", f"{where}[{i}].ser")
+            value = AnyValue()
+            av.fill_from_ser(value, ser[i], int(code[i]), f"{where}[{i}].ser")
+            ser_rows[i] = value.SerializeToString()
+    nested_blob = w.binary(pa.array(ser_rows, pa.binary()))
+    blob = w.concat(
+        w.length(w.binary(col("str")), code == av.STR, 1),
+        w.varint(w.numbers(col("bool")), code == av.BOOL, 2),
+        w.varint(w.numbers(col("int")), code == av.INT, 3),
+        w.fixed64(w.numbers(col("double")), code == av.DOUBLE, 4),
+        w.length(w.binary(col("bytes")), code == av.BYTES, 7),
+        (nested_blob[0], nested_blob[1]),
+    )
+    return blob, code != av.EMPTY
+
+
+def _key_values(table: pa.RecordBatch, where: str) -> Blob:
+    value, non_empty = any_value(table, where)
+    return w.concat(_text(table.column("key"), 1), w.length(value, non_empty, 2))
+
+
+# ---- envelope ---------------------------------------------------------------------------------
+
+
+def _first_appearance(keys: np.ndarray) -> np.ndarray:
+    """Dense group number per row, groups numbered in order of first appearance."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.ravel()]
+
+
+def _envelope(bundle: OtapBundle, root: pa.RecordBatch, items: Blob) -> bytes:
+    resource, scope = root.column("resource"), root.column("scope")
+    res_valid, sc_valid = w.valid(resource), w.valid(scope)
+    rid = np.where(res_valid, w.numbers(resource.field("id")).astype(np.int64), -1)
+    sid = np.where(sc_valid, w.numbers(scope.field("id")).astype(np.int64), -1)
+    res_group = _first_appearance(rid)
+    scope_group = _first_appearance(res_group * (1 << 20) + (sid + 1))
+    n_res, n_scope = int(res_group.max()) + 1, int(scope_group.max()) + 1
+    res_first = np.unique(res_group, return_index=True)[1]  # first row of each group
+    sc_first = np.unique(scope_group, return_index=True)[1]
+
+    # Resource message per resource group (attributes by resource.id)
+    res_rows = root.take(pa.array(res_first))
+    r = res_rows.column("resource")
+    res_ids = pa.array(rid[res_first], pa.int64(), mask=~res_valid[res_first])
+    resource_msg = w.concat(
+        _attributes(bundle, P.RESOURCE_ATTRS, res_ids, n_res, 1),
+        w.varint(_num(r, "dropped_attributes_count"), _nonzero(_num(r, "dropped_attributes_count")), 2),
+    )
+    # Scope message per scope group
+    sc_rows = root.take(pa.array(sc_first))
+    s = sc_rows.column("scope")
+    sc_ids = pa.array(sid[sc_first], pa.int64(), mask=~sc_valid[sc_first])
+    scope_msg = w.concat(
+        _text(s.field("name"), 1),
+        _text(s.field("version"), 2),
+        _attributes(bundle, P.SCOPE_ATTRS, sc_ids, n_scope, 3),
+        w.varint(_num(s, "dropped_attributes_count"), _nonzero(_num(s, "dropped_attributes_count")), 4),
+    )
+    scope_x = w.concat(
+        w.length(scope_msg, np.diff(scope_msg[0]) > 0, 1),
+        w.group(items, scope_group, n_scope, 2),
+        _text(sc_rows.column("schema_url"), 3),
+    )
+    resource_x = w.concat(
+        w.length(resource_msg, np.diff(resource_msg[0]) > 0, 1),
+        w.group(scope_x, res_group[sc_first], n_res, 2),
+        _text(r.field("schema_url"), 3),
+    )
+    return w.data(w.group(resource_x, np.zeros(n_res, np.int64), 1, 1))
 
 
 # ---- logs -------------------------------------------------------------------------------------
 
 
-def _logs(bundle: OtapBundle) -> ExportLogsServiceRequest:
-    request = ExportLogsServiceRequest()
-    root = bundle.get(P.LOGS)
-    if root is None:
-        return request
-    containers = _envelopes(
-        root, request, "resource_logs", "scope_logs", "log_records",
-        _Attrs(bundle.get(P.RESOURCE_ATTRS)), _Attrs(bundle.get(P.SCOPE_ATTRS)),
+def _log_records(bundle: OtapBundle, logs: pa.RecordBatch) -> Blob:
+    n = logs.num_rows
+    body = logs.column("body")
+    body_value, body_non_empty = any_value(body, "LOGS.body")
+    sev = _num(logs, "severity_number")
+    return w.concat(
+        _opt_fixed64(logs, "time_unix_nano", 1),
+        _opt_fixed64(logs, "observed_time_unix_nano", 11),
+        w.varint(sev, sev != 0, 2),
+        _text(logs.column("severity_text"), 3),
+        w.length(body_value, body_non_empty & w.valid(body), 5),
+        _attributes(bundle, P.LOG_ATTRS, logs.column("id"), n, 6),
+        _opt_varint(logs, "dropped_attributes_count", 7),
+        _opt_fixed32(logs, "flags", 8),
+        _text(logs.column("trace_id"), 9, always=True),
+        _text(logs.column("span_id"), 10, always=True),
+        _text(logs.column("event_name"), 12),
     )
-    attrs = _Attrs(bundle.get(P.LOG_ATTRS))
-    ids = _list(_col(root, "id"))
-    time = _ints(_col(root, "time_unix_nano"), unsigned=True)
-    observed = _ints(_col(root, "observed_time_unix_nano"), unsigned=True)
-    trace_id = _list(_col(root, "trace_id"))
-    span_id = _list(_col(root, "span_id"))
-    severity = _ints(_col(root, "severity_number"))
-    severity_text = _list(_col(root, "severity_text"))
-    body = _col(root, "body")
-    body_valid = body.is_valid().to_numpy(zero_copy_only=False).tolist()
-    b_type = _ints(_field(body, "type"))
-    b_cols = [_list(_field(body, c)) for c in ("str", "int", "double", "bool", "bytes", "ser")]
-    dropped = _ints(_col(root, "dropped_attributes_count"))
-    flags = _ints(_col(root, "flags"))
-    event_name = _list(_col(root, "event_name"))
-    for row, container in enumerate(containers):
-        lr = container.add()
-        if time[row]:
-            lr.time_unix_nano = time[row]
-        if observed[row]:
-            lr.observed_time_unix_nano = observed[row]
-        if trace_id[row] is not None:
-            lr.trace_id = trace_id[row]
-        if span_id[row] is not None:
-            lr.span_id = span_id[row]
-        if severity[row]:
-            lr.severity_number = severity[row]
-        if severity_text[row]:
-            lr.severity_text = severity_text[row]
-        if body_valid[row] and b_type[row] != av.EMPTY:
-            where = f"log_records[{row}].body"
-            s, i, d, b, by, ser = (c[row] for c in b_cols)
-            set_any(lr.body, b_type[row], s, i, d, b, by, ser, where)
-        if dropped[row]:
-            lr.dropped_attributes_count = dropped[row]
-        if flags[row]:
-            lr.flags = flags[row]
-        if event_name[row]:
-            lr.event_name = event_name[row]
-        attrs.fill(lr.attributes, ids[row], f"log_records[{row}].attributes")
-    return request
 
 
 # ---- traces -----------------------------------------------------------------------------------
 
 
-def _traces(bundle: OtapBundle) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
-    root = bundle.get(P.SPANS)
-    if root is None:
-        return request
-    containers = _envelopes(
-        root, request, "resource_spans", "scope_spans", "spans",
-        _Attrs(bundle.get(P.RESOURCE_ATTRS)), _Attrs(bundle.get(P.SCOPE_ATTRS)),
+def _events(bundle: OtapBundle, events: pa.RecordBatch) -> Blob:
+    return w.concat(
+        _opt_fixed64(events, "time_unix_nano", 1),
+        _text(events.column("name"), 2),
+        _attributes(bundle, P.SPAN_EVENT_ATTRS, events.column("id"), events.num_rows, 3),
+        _opt_varint(events, "dropped_attributes_count", 4),
     )
-    attrs = _Attrs(bundle.get(P.SPAN_ATTRS))
-    events, links = bundle.get(P.SPAN_EVENTS), bundle.get(P.SPAN_LINKS)
-    ev_rows, ln_rows = _children(events), _children(links)
-    ev_attrs, ln_attrs = _Attrs(bundle.get(P.SPAN_EVENT_ATTRS)), _Attrs(bundle.get(P.SPAN_LINK_ATTRS))
-    if events is not None:
-        ev_id, ev_time = _list(_col(events, "id")), _ints(_col(events, "time_unix_nano"), unsigned=True)
-        ev_name, ev_dropped = _list(_col(events, "name")), _ints(_col(events, "dropped_attributes_count"))
-    if links is not None:
-        ln_id, ln_trace, ln_span = _list(_col(links, "id")), _list(_col(links, "trace_id")), _list(_col(links, "span_id"))
-        ln_state, ln_dropped = _list(_col(links, "trace_state")), _ints(_col(links, "dropped_attributes_count"))
-        ln_flags = _ints(_col(links, "flags"))
 
-    ids = _list(_col(root, "id"))
-    start = np.asarray(_col(root, "start_time_unix_nano").view(pa.int64()).to_numpy()).view(np.uint64)
-    duration = np.asarray(_col(root, "duration_time_unix_nano").view(pa.int64()).to_numpy()).view(np.uint64)
-    end = (start + duration).tolist()
-    start_l = start.tolist()
-    trace_id, span_id = _list(_col(root, "trace_id")), _list(_col(root, "span_id"))
-    trace_state, parent = _list(_col(root, "trace_state")), _list(_col(root, "parent_span_id"))
-    flags, name, kind = _ints(_col(root, "flags")), _list(_col(root, "name")), _ints(_col(root, "kind"))
-    d_attrs = _ints(_col(root, "dropped_attributes_count"))
-    d_events = _ints(_col(root, "dropped_events_count"))
-    d_links = _ints(_col(root, "dropped_links_count"))
-    status = _col(root, "status")
-    st_valid = status.is_valid().to_numpy(zero_copy_only=False).tolist()
-    st_code, st_msg = _ints(_field(status, "code")), _list(_field(status, "status_message"))
-    for row, container in enumerate(containers):
-        sp = container.add()
-        sp.trace_id = trace_id[row]
-        sp.span_id = span_id[row]
-        if trace_state[row]:
-            sp.trace_state = trace_state[row]
-        if parent[row] is not None:
-            sp.parent_span_id = parent[row]
-        if flags[row]:
-            sp.flags = flags[row]
-        if name[row]:
-            sp.name = name[row]
-        if kind[row]:
-            sp.kind = kind[row]
-        if start_l[row]:
-            sp.start_time_unix_nano = start_l[row]
-        if end[row]:
-            sp.end_time_unix_nano = end[row]
-        span = ids[row]
-        attrs.fill(sp.attributes, span, f"spans[{row}].attributes")
-        if d_attrs[row]:
-            sp.dropped_attributes_count = d_attrs[row]
-        if d_events[row]:
-            sp.dropped_events_count = d_events[row]
-        if d_links[row]:
-            sp.dropped_links_count = d_links[row]
-        if st_valid[row]:
-            if st_code[row]:
-                sp.status.code = st_code[row]
-            if st_msg[row]:
-                sp.status.message = st_msg[row]
-        if span is None:
-            continue
-        for i in ev_rows.get(span, ()):
-            ev = sp.events.add()
-            if ev_time[i]:
-                ev.time_unix_nano = ev_time[i]
-            if ev_name[i]:
-                ev.name = ev_name[i]
-            ev_attrs.fill(ev.attributes, ev_id[i], f"spans[{row}].events")
-            if ev_dropped[i]:
-                ev.dropped_attributes_count = ev_dropped[i]
-        for i in ln_rows.get(span, ()):
-            ln = sp.links.add(trace_id=ln_trace[i], span_id=ln_span[i])
-            if ln_state[i]:
-                ln.trace_state = ln_state[i]
-            ln_attrs.fill(ln.attributes, ln_id[i], f"spans[{row}].links")
-            if ln_dropped[i]:
-                ln.dropped_attributes_count = ln_dropped[i]
-            if ln_flags[i]:
-                ln.flags = ln_flags[i]
-    return request
+
+def _links(bundle: OtapBundle, links: pa.RecordBatch) -> Blob:
+    return w.concat(
+        _text(links.column("trace_id"), 1, always=True),
+        _text(links.column("span_id"), 2, always=True),
+        _text(links.column("trace_state"), 3),
+        _attributes(bundle, P.SPAN_LINK_ATTRS, links.column("id"), links.num_rows, 4),
+        _opt_varint(links, "dropped_attributes_count", 5),
+        _opt_fixed32(links, "flags", 6),
+    )
+
+
+def _spans(bundle: OtapBundle, spans: pa.RecordBatch) -> Blob:
+    n = spans.num_rows
+    ids = spans.column("id")
+    start = _num(spans, "start_time_unix_nano").view(np.uint64)
+    end = start + _num(spans, "duration_time_unix_nano").view(np.uint64)
+    status = spans.column("status")
+    code = w.numbers(status.field("code"))
+    status_msg = w.concat(_text(status.field("status_message"), 2), w.varint(code, code != 0, 3))
+    kind = _num(spans, "kind")
+    return w.concat(
+        _text(spans.column("trace_id"), 1, always=True),
+        _text(spans.column("span_id"), 2, always=True),
+        _text(spans.column("trace_state"), 3),
+        _text(spans.column("parent_span_id"), 4, always=True),
+        _opt_fixed32(spans, "flags", 16),
+        _text(spans.column("name"), 5),
+        w.varint(kind, kind != 0, 6),
+        w.fixed64(start, start != 0, 7),
+        w.fixed64(end, end != 0, 8),
+        _attributes(bundle, P.SPAN_ATTRS, ids, n, 9),
+        _opt_varint(spans, "dropped_attributes_count", 10),
+        _children(bundle, P.SPAN_EVENTS, ids, n, 11, _events),
+        _opt_varint(spans, "dropped_events_count", 12),
+        _children(bundle, P.SPAN_LINKS, ids, n, 13, _links),
+        _opt_varint(spans, "dropped_links_count", 14),
+        w.length(status_msg, w.valid(status) & (np.diff(status_msg[0]) > 0), 15),
+    )
 
 
 # ---- metrics ----------------------------------------------------------------------------------
 
-_CONTAINER = {1: "gauge", 2: "sum", 3: "histogram", 4: "exponential_histogram", 5: "summary"}
-_FAMILY = {
-    1: (P.NUMBER_DATA_POINTS, P.NUMBER_DP_ATTRS, P.NUMBER_DP_EXEMPLARS, P.NUMBER_DP_EXEMPLAR_ATTRS),
-    2: (P.NUMBER_DATA_POINTS, P.NUMBER_DP_ATTRS, P.NUMBER_DP_EXEMPLARS, P.NUMBER_DP_EXEMPLAR_ATTRS),
-    3: (P.HISTOGRAM_DATA_POINTS, P.HISTOGRAM_DP_ATTRS, P.HISTOGRAM_DP_EXEMPLARS, P.HISTOGRAM_DP_EXEMPLAR_ATTRS),
-    4: (
-        P.EXP_HISTOGRAM_DATA_POINTS,
-        P.EXP_HISTOGRAM_DP_ATTRS,
-        P.EXP_HISTOGRAM_DP_EXEMPLARS,
-        P.EXP_HISTOGRAM_DP_EXEMPLAR_ATTRS,
-    ),
-    5: (P.SUMMARY_DATA_POINTS, P.SUMMARY_DP_ATTRS, None, None),
-}
+_CONTAINER_FIELD = {1: 5, 2: 7, 3: 9, 4: 10, 5: 11}
 
 
-class _Points:
-    """One data point family, grouped by metric id, with its attributes and exemplars."""
+def _exemplars(attrs_pt: PayloadType):  # type: ignore[no-untyped-def]
+    def build(bundle: OtapBundle, ex: pa.RecordBatch) -> Blob:
+        return w.concat(
+            _attributes(bundle, attrs_pt, ex.column("id"), ex.num_rows, 7),
+            _opt_fixed64(ex, "time_unix_nano", 2),
+            *_number_value(ex, 6, 3),
+            _text(ex.column("span_id"), 4, always=True),
+            _text(ex.column("trace_id"), 5, always=True),
+        )
 
-    def __init__(self, bundle: OtapBundle, pt: PayloadType, attrs_pt: PayloadType, ex_pt: Any, ex_attrs_pt: Any):
-        self.table = bundle.get(pt)
-        self.pt = pt
-        self.rows = _children(self.table)
-        self.attrs = _Attrs(bundle.get(attrs_pt))
-        self.ex = bundle.get(ex_pt) if ex_pt is not None else None
-        self.ex_rows = _children(self.ex)
-        self.ex_attrs = _Attrs(bundle.get(ex_attrs_pt) if ex_attrs_pt is not None else None)
-        t = self.table
-        if t is None:
-            return
-        self.c: dict[str, list[Any]] = {}
-        for f in t.schema:
-            arr = _col(t, f.name)
-            if f.name in ("start_time_unix_nano", "time_unix_nano"):
-                self.c[f.name] = _ints(arr, unsigned=True)
-            elif f.name in ("positive", "negative"):
-                valid = arr.is_valid().to_numpy(zero_copy_only=False).tolist()
-                off = _ints(_field(arr, "offset"))
-                counts = _list(_field(arr, "bucket_counts"))
-                self.c[f.name] = [(off[i], counts[i]) if valid[i] else None for i in range(len(arr))]
-            else:
-                self.c[f.name] = _list(arr)
-        if self.ex is not None:
-            self.e = {f.name: _list(_col(self.ex, f.name)) for f in self.ex.schema if f.name != "time_unix_nano"}
-            self.e["time_unix_nano"] = _ints(_col(self.ex, "time_unix_nano"), unsigned=True)
-
-    def fill(self, container: Any, metric_id: int, where: str) -> None:
-        if self.table is None:
-            return
-        c = self.c
-        for i in self.rows.get(metric_id, ()):
-            dp = container.data_points.add()
-            if c["start_time_unix_nano"][i]:
-                dp.start_time_unix_nano = c["start_time_unix_nano"][i]
-            if c["time_unix_nano"][i]:
-                dp.time_unix_nano = c["time_unix_nano"][i]
-            if c["flags"][i]:
-                dp.flags = c["flags"][i]
-            self.attrs.fill(dp.attributes, c["id"][i], f"{where}.data_points")
-            if self.pt is P.NUMBER_DATA_POINTS:
-                _set_number(dp, c["int_value"][i], c["double_value"][i])
-            else:
-                if c["count"][i]:
-                    dp.count = c["count"][i]
-                if c["sum"][i] is not None:
-                    dp.sum = c["sum"][i]
-            if self.pt is P.SUMMARY_DATA_POINTS:
-                for q in c["quantile"][i] or ():
-                    dp.quantile_values.add(
-                        quantile=q["quantile"] if q["quantile"] is not None else 0.0,
-                        value=q["value"] if q["value"] is not None else 0.0,
-                    )
-            elif self.pt is P.HISTOGRAM_DATA_POINTS:
-                dp.bucket_counts.extend(c["bucket_counts"][i] or ())
-                dp.explicit_bounds.extend(c["explicit_bounds"][i] or ())
-            elif self.pt is P.EXP_HISTOGRAM_DATA_POINTS:
-                if c["scale"][i]:
-                    dp.scale = c["scale"][i]
-                if c["zero_count"][i]:
-                    dp.zero_count = c["zero_count"][i]
-                if c["zero_threshold"][i] is not None:
-                    dp.zero_threshold = c["zero_threshold"][i]
-                for side in ("positive", "negative"):
-                    b = c[side][i]
-                    if b is not None:
-                        buckets = getattr(dp, side)
-                        buckets.SetInParent()
-                        if b[0]:
-                            buckets.offset = b[0]
-                        buckets.bucket_counts.extend(b[1] or ())
-            if self.pt in (P.HISTOGRAM_DATA_POINTS, P.EXP_HISTOGRAM_DATA_POINTS):
-                if c["min"][i] is not None:
-                    dp.min = c["min"][i]
-                if c["max"][i] is not None:
-                    dp.max = c["max"][i]
-            dp_id = c["id"][i]
-            if self.ex is None or dp_id is None:
-                continue
-            e = self.e
-            for j in self.ex_rows.get(dp_id, ()):
-                ex = dp.exemplars.add()
-                if e["time_unix_nano"][j]:
-                    ex.time_unix_nano = e["time_unix_nano"][j]
-                _set_number(ex, e["int_value"][j], e["double_value"][j])
-                if e["span_id"][j] is not None:
-                    ex.span_id = e["span_id"][j]
-                if e["trace_id"][j] is not None:
-                    ex.trace_id = e["trace_id"][j]
-                self.ex_attrs.fill(ex.filtered_attributes, e["id"][j], f"{where}.exemplars")
+    return build
 
 
-def _set_number(target: Any, int_value: Any, double_value: Any) -> None:
-    if int_value is not None:
-        target.as_int = int_value
-    elif double_value is not None:
-        target.as_double = double_value
-
-
-def _metrics(bundle: OtapBundle) -> ExportMetricsServiceRequest:
-    request = ExportMetricsServiceRequest()
-    root = bundle.get(P.UNIVARIATE_METRICS)
-    if root is None:
-        return request
-    containers = _envelopes(
-        root, request, "resource_metrics", "scope_metrics", "metrics",
-        _Attrs(bundle.get(P.RESOURCE_ATTRS)), _Attrs(bundle.get(P.SCOPE_ATTRS)),
+def _number_value(table: pa.RecordBatch, int_field: int, double_field: int) -> tuple[Blob, Blob]:
+    as_int, as_double = table.column("int_value"), table.column("double_value")
+    has_int = w.valid(as_int)
+    return (
+        w.fixed64(w.numbers(as_int), has_int, int_field),
+        w.fixed64(w.numbers(as_double), w.valid(as_double) & ~has_int, double_field),
     )
-    meta = _Attrs(bundle.get(P.METRIC_ATTRS))
-    families: dict[PayloadType, _Points] = {}
-    for fam in _FAMILY.values():
-        if fam[0] not in families:
-            families[fam[0]] = _Points(bundle, *fam)
-    ids = _list(_col(root, "id"))
-    mtype = _ints(_col(root, "metric_type"))
-    name, desc, unit = _list(_col(root, "name")), _list(_col(root, "description")), _list(_col(root, "unit"))
-    temporality = _ints(_col(root, "aggregation_temporality"))
-    monotonic = _list(_col(root, "is_monotonic"))
-    for row, container in enumerate(containers):
-        m = container.add()
-        if name[row]:
-            m.name = name[row]
-        if desc[row]:
-            m.description = desc[row]
-        if unit[row]:
-            m.unit = unit[row]
-        meta.fill(m.metadata, ids[row], f"metrics[{row}].metadata")
-        code = mtype[row]
-        if code == 0:
-            continue
-        if code not in _CONTAINER:
-            raise ConversionError(f"unknown metric_type {code}", f"UNIVARIATE_METRICS[{row}].metric_type")
-        data = getattr(m, _CONTAINER[code])
-        data.SetInParent()
-        if code in (2, 3, 4) and temporality[row]:
-            data.aggregation_temporality = temporality[row]
-        if code == 2 and monotonic[row]:
-            data.is_monotonic = True
-        families[_FAMILY[code][0]].fill(data, ids[row], f"metrics[{row}].{_CONTAINER[code]}")
-    return request
+
+
+def _list_field(col: pa.Array, field: int, width: int) -> Blob:
+    offsets, values = w.list_values(col)
+    return w.packed(offsets, w.numbers(values), field, width)
+
+
+def _buckets(col: pa.Array, field: int) -> Blob:
+    offset = w.numbers(col.field("offset")).astype(np.int64)
+    zigzag = ((offset << 1) ^ (offset >> 31)) & 0xFFFFFFFF
+    content = w.concat(w.varint(zigzag, offset != 0, 1), _list_field(col.field("bucket_counts"), 2, 0))
+    return w.length(content, w.valid(col), field)
+
+
+def _points(pt: PayloadType) -> object:
+    attrs_pt, ex_pt, ex_attrs_pt = {
+        P.NUMBER_DATA_POINTS: (P.NUMBER_DP_ATTRS, P.NUMBER_DP_EXEMPLARS, P.NUMBER_DP_EXEMPLAR_ATTRS),
+        P.HISTOGRAM_DATA_POINTS: (P.HISTOGRAM_DP_ATTRS, P.HISTOGRAM_DP_EXEMPLARS, P.HISTOGRAM_DP_EXEMPLAR_ATTRS),
+        P.EXP_HISTOGRAM_DATA_POINTS: (
+            P.EXP_HISTOGRAM_DP_ATTRS,
+            P.EXP_HISTOGRAM_DP_EXEMPLARS,
+            P.EXP_HISTOGRAM_DP_EXEMPLAR_ATTRS,
+        ),
+        P.SUMMARY_DATA_POINTS: (P.SUMMARY_DP_ATTRS, None, None),
+    }[pt]
+
+    def build(bundle: OtapBundle, dp: pa.RecordBatch) -> Blob:
+        n, ids = dp.num_rows, dp.column("id")
+        attrs_field = {P.NUMBER_DATA_POINTS: 7, P.HISTOGRAM_DATA_POINTS: 9, P.EXP_HISTOGRAM_DATA_POINTS: 1}.get(pt, 7)
+        parts = [
+            _attributes(bundle, attrs_pt, ids, n, attrs_field),
+            _opt_fixed64(dp, "start_time_unix_nano", 2),
+            _opt_fixed64(dp, "time_unix_nano", 3),
+        ]
+        if ex_pt is not None and ex_attrs_pt is not None:
+            ex_field = {P.NUMBER_DATA_POINTS: 5, P.HISTOGRAM_DATA_POINTS: 8, P.EXP_HISTOGRAM_DATA_POINTS: 11}[pt]
+            parts.append(_children(bundle, ex_pt, ids, n, ex_field, _exemplars(ex_attrs_pt)))
+        if pt is P.NUMBER_DATA_POINTS:
+            parts += [*_number_value(dp, 6, 4), _opt_varint(dp, "flags", 8)]
+        elif pt is P.SUMMARY_DATA_POINTS:
+            quantiles = dp.column("quantile")
+            offsets, items = w.list_values(quantiles)
+            item = w.concat(
+                _presence_fixed64(items.field("quantile"), 1), _presence_fixed64(items.field("value"), 2)
+            )
+            owner = np.repeat(np.arange(n), np.diff(offsets))
+            parts += [
+                _opt_fixed64(dp, "count", 4),
+                _presence_fixed64(dp.column("sum"), 5),
+                w.group(item, owner, n, 6),
+                _opt_varint(dp, "flags", 8),
+            ]
+        elif pt is P.HISTOGRAM_DATA_POINTS:
+            parts += [
+                _opt_fixed64(dp, "count", 4),
+                _presence_fixed64(dp.column("sum"), 5),
+                _list_field(dp.column("bucket_counts"), 6, 8),
+                _list_field(dp.column("explicit_bounds"), 7, 8),
+                _opt_varint(dp, "flags", 10),
+                _presence_fixed64(dp.column("min"), 11),
+                _presence_fixed64(dp.column("max"), 12),
+            ]
+        else:
+            scale = _num(dp, "scale").astype(np.int64)
+            parts += [
+                _opt_fixed64(dp, "count", 4),
+                _presence_fixed64(dp.column("sum"), 5),
+                w.varint(((scale << 1) ^ (scale >> 31)) & 0xFFFFFFFF, scale != 0, 6),
+                _opt_fixed64(dp, "zero_count", 7),
+                _buckets(dp.column("positive"), 8),
+                _buckets(dp.column("negative"), 9),
+                _opt_varint(dp, "flags", 10),
+                _presence_fixed64(dp.column("min"), 12),
+                _presence_fixed64(dp.column("max"), 13),
+                _presence_fixed64(dp.column("zero_threshold"), 14),
+            ]
+        return w.concat(*parts)
+
+    return build
+
+
+def _metrics(bundle: OtapBundle, metrics: pa.RecordBatch) -> Blob:
+    n, ids = metrics.num_rows, metrics.column("id")
+    mtype = _num(metrics, "metric_type").astype(np.int64)
+    bad = np.flatnonzero(mtype > 5)
+    if bad.size:
+        raise ConversionError(f"unknown metric_type {int(mtype[bad[0]])}", f"UNIVARIATE_METRICS[{int(bad[0])}].metric_type")
+    temporality = _num(metrics, "aggregation_temporality")
+    monotonic = _num(metrics, "is_monotonic")
+    number = _children(bundle, P.NUMBER_DATA_POINTS, ids, n, 1, _points(P.NUMBER_DATA_POINTS))
+    hist = _children(bundle, P.HISTOGRAM_DATA_POINTS, ids, n, 1, _points(P.HISTOGRAM_DATA_POINTS))
+    exp = _children(bundle, P.EXP_HISTOGRAM_DATA_POINTS, ids, n, 1, _points(P.EXP_HISTOGRAM_DATA_POINTS))
+    summary = _children(bundle, P.SUMMARY_DATA_POINTS, ids, n, 1, _points(P.SUMMARY_DATA_POINTS))
+    temp = w.varint(temporality, temporality != 0, 2)
+    content = {
+        1: number,
+        2: w.concat(number, temp, w.varint(monotonic, monotonic != 0, 3)),
+        3: w.concat(hist, temp),
+        4: w.concat(exp, temp),
+        5: summary,
+    }
+    return w.concat(
+        _text(metrics.column("name"), 1),
+        _text(metrics.column("description"), 2),
+        _text(metrics.column("unit"), 3),
+        *(w.length(content[code], mtype == code, field) for code, field in _CONTAINER_FIELD.items()),
+        _attributes(bundle, P.METRIC_ATTRS, ids, n, 12),
+    )
