@@ -316,3 +316,34 @@ def test_segment_metadata_is_read_at_most_once_per_open(tmp_path):
         assert opened <= 5  # WAL floor: newest only; the subscriber hub reads the rest once
         assert len(store.segments()) == 5 and len(store.segments()) == 5
         assert fs.segment_opens == max(opened, 5)
+
+
+def test_crash_during_concurrent_ingest_keeps_every_acknowledged_bundle(tmp_path):
+    import threading
+
+    cfg = StoreConfig(segment=SegmentConfig(target_size=8192, max_open_duration=3600.0))
+    store = QuiverStore.open(tmp_path, cfg)
+    acked: list[int] = []
+    lock = threading.Lock()
+
+    def produce(k: int) -> None:
+        for i in range(30):
+            try:
+                store.ingest(simple(k * 1000 + i))
+            except QuiverError:
+                return  # the store was abandoned under us
+            with lock:
+                acked.append(k * 1000 + i)
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    while len(acked) < 60:
+        time.sleep(0.001)
+    store._abandon()
+    for t in threads:
+        t.join()
+    QuiverStore.open(tmp_path, cfg).close()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        got = values(again)
+    assert set(acked) <= set(got) and len(got) == len(set(got))
