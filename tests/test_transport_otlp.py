@@ -17,7 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from adaptive_arrow import Decoder, Encoder
 from adaptive_arrow.transport import optimize, restore
-from otap_model import Signal, from_otlp, to_otlp
+from otap_model import Signal, from_otlp, from_zipkin_json, to_otlp
 from otap_model.otlp.json import otlp_json_to_message
 
 from .strategies import logs_requests, metrics_requests, traces_requests
@@ -98,6 +98,14 @@ def test_stream_mode_keeps_every_batch(requests: list[Message]) -> None:
 @pytest.mark.parametrize("path", sorted((DATA / "otlp-examples").glob("*.json")), ids=lambda p: p.name)
 def test_otlp_examples(path: Path) -> None:
     _assert_same(otlp_json_to_message(path.read_text()))
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "zipkin").glob("*.json")), ids=lambda p: p.name)
+def test_zipkin_samples(path: Path) -> None:
+    bundle = from_zipkin_json(path.read_bytes())
+    assert canonical_order(to_otlp(restore(optimize(bundle)))) == canonical_order(to_otlp(bundle))
+    decoded = Decoder(Signal.TRACES).decode(Encoder(Signal.TRACES).encode(bundle).to_bytes())
+    assert canonical_order(to_otlp(decoded)) == canonical_order(to_otlp(bundle))
 
 
 def test_canonical_order_sorts_records_but_not_slices() -> None:
