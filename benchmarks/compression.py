@@ -34,7 +34,6 @@ import zstandard
 ZSTD_LEVEL = 3
 BATCH_SIZES = (10, 100, 500, 1000, 2000, 4000, 5000)
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
-ZIPKIN_SAMPLES = ("smartthings-mobile-web-install.json", "smartthings-oauth-authorization.json")
 MODES = ("stream", "unary")
 
 _LAYOUT = {
@@ -105,11 +104,12 @@ def file_dataset(name: str, request: Any) -> Dataset:
     return Dataset(name, signal, lambda bs: [r.SerializeToString() for r in rebatch(request, bs)], whole)
 
 
-def zipkin_datasets(names: Sequence[str] = ZIPKIN_SAMPLES) -> list[Dataset]:
+def zipkin_datasets() -> list[Dataset]:
+    """Every Zipkin v2 JSON sample (the two smartthings files are the production traces)."""
     from_zipkin_json = component("otap_model", "from_zipkin_json")
     to_otlp = component("otap_model", "to_otlp")
-    return [file_dataset(f"zipkin/{n}", to_otlp(from_zipkin_json((DATA_DIR / "zipkin" / n).read_bytes())))
-            for n in names]
+    return [file_dataset(f"zipkin/{p.name}", to_otlp(from_zipkin_json(p.read_bytes())))
+            for p in sorted((DATA_DIR / "zipkin").glob("*.json"))]
 
 
 def otlp_example_datasets() -> list[Dataset]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from adaptive_arrow.transport import (
     restore,
 )
 from adaptive_arrow.transport.columns import encoded_paths, get_column
+from adaptive_arrow.transport.ids import Renumbering
 from adaptive_arrow.transport.optimizer import id_columns, parent_id_encoding
 from otap_model import OtapBundle, PayloadType, Signal, reference_schema, relations
 from tests.test_transport_strategies import canon, plain_bundles, relation_view
@@ -222,6 +224,12 @@ def test_id_column_of_the_wrong_width_is_reported() -> None:
     wide = logs.set_column(0, pa.field("id", pa.int64()), pa.array([0, 1], pa.int64()))
     with pytest.raises(TransportError, match=r"LOGS\.id: id column has type int64; expected uint16 or uint32"):
         optimize(OtapBundle.of(Signal.LOGS, {P.LOGS: wide, P.LOG_ATTRS: bundle[P.LOG_ATTRS]}))
+
+
+def test_parent_ids_that_outgrow_the_child_column_are_reported() -> None:
+    mapping = Renumbering(old=np.array([0, 1], np.uint32), new=np.array([0, 70_000], np.uint32))
+    with pytest.raises(TransportError, match=r"X: P\.id ids reach 70000, beyond the uint16 parent_id column"):
+        mapping.apply(pa.array([0, 1], pa.uint16()), "X", "P.id")
 
 
 def test_unknown_encoding_is_reported() -> None:
