@@ -143,6 +143,14 @@ def test_encoder_and_decoder_keep_relations_in_stream_mode(bundles: list[OtapBun
         assert all(not encoded_paths(t.schema) for t in decoded.tables.values())
 
 
+def test_zero_row_tables_pass_through() -> None:
+    logs = _batch(P.LOGS, {"id": [None, None], "resource": [{"id": 0}] * 2, "scope": [{"id": 0}] * 2})
+    attrs = pa.RecordBatch.from_pylist([], schema=reference_schema(P.LOG_ATTRS))
+    out = restore(optimize(OtapBundle(Signal.LOGS, {P.LOGS: logs, P.LOG_ATTRS: attrs})))
+    assert out[P.LOG_ATTRS].num_rows == 0
+    assert out[P.LOGS].column("id").to_pylist() == [None, None]
+
+
 def test_quasi_delta_runs_store_deltas_and_nested_values_stay_absolute() -> None:
     attrs = _batch(P.LOG_ATTRS, {
         "parent_id": [0, 1, 2, 0, 1, 1, 2],
