@@ -17,7 +17,7 @@ from .strategies import logs_requests, metrics_requests, traces_requests
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "otlp-examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.json"))
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _roundtrip(msg) -> otap_model.OtapBundle:  # type: ignore[no-untyped-def]
