@@ -92,7 +92,7 @@ class ManifestEntry:
 
 
 def _dictionary_bytes(unions: dict[Path, DictionaryUnion]) -> int:
-    return sum(u.values.nbytes + IPC_MESSAGE_OVERHEAD + IPC_BLOCK_BYTES for u in unions.values())
+    return sum(u.nbytes + IPC_MESSAGE_OVERHEAD + IPC_BLOCK_BYTES for u in unions.values())
 
 
 class OpenSegment:
@@ -153,11 +153,12 @@ class OpenSegment:
                     f"{batch.schema.remove_metadata()}\n(the embedder must give a different fingerprint "
                     "to a different schema); the bundle was not added"
                 )
-            dicts = [leaf_dictionary(batch, p) for p in stream.paths]
-            unions = {p: stream.dictionaries[p].extend(d) for p, d in zip(stream.paths, dicts)}
-            grew_past = any(
-                unions[p].size > limit and unions[p].size > stream.dictionaries[p].size for p in stream.paths
-            )
+            unions = {p: stream.dictionaries[p].extend(leaf_dictionary(batch, p)) for p in stream.paths}
+            grew_past = False
+            for p, union in unions.items():
+                if union.size > limit:  # an upper bound: make it exact before deciding
+                    union = unions[p] = union.exact()
+                    grew_past = grew_past or union.size > max(limit, stream.dictionaries[p].exact().size)
             if grew_past:  # rotate: this chunk starts a fresh stream with the same slot and fingerprint
                 plan.append((slot, fp, batch, None, self._start_unions(batch, stream.paths)))
             else:

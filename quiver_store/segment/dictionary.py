@@ -75,30 +75,43 @@ def struct_only(schema: pa.Schema, path: Path) -> bool:
 
 @dataclass(frozen=True)
 class DictionaryUnion:
-    """Running union of one dictionary position's values over a stream's chunks (immutable)."""
+    """Running union of one dictionary position's values over a stream's chunks (immutable).
+
+    While every chunk's dictionary is a prefix of the longest one, `values` is that dictionary and
+    `size` is exact (one comparison per chunk). Otherwise dictionaries queue in `pending` and
+    `size` is an upper bound (|values| + sum |pending|); `exact()` merges them in first-appearance
+    order with one hash pass, which the accumulator asks for only when the bound crosses the
+    stream's dictionary limit, so overlapping dictionaries cost no hashing per append.
+    """
 
     values: pa.Array
     prefix: bool  # every chunk's dictionary so far is a prefix of `values`
+    pending: tuple[pa.Array, ...] = ()
+    size: int = 0
+    nbytes: int = 0
 
     @classmethod
     def start(cls, dictionary: pa.Array) -> DictionaryUnion:
-        return cls(dictionary, True)
+        return cls(dictionary, True, (), len(dictionary), dictionary.nbytes)
 
     def extend(self, dictionary: pa.Array) -> DictionaryUnion:
         """The union after one more chunk whose dictionary is `dictionary`."""
-        n, m = len(self.values), len(dictionary)
-        if m <= n and (dictionary is self.values or self.values.slice(0, m).equals(dictionary)):
-            return self
-        if m > n and dictionary.slice(0, n).equals(self.values):
-            return DictionaryUnion(dictionary, self.prefix)
-        fresh = dictionary.filter(pc.invert(pc.is_in(dictionary, value_set=self.values, skip_nulls=False)))
-        if len(fresh) == 0:
-            return DictionaryUnion(self.values, False)
-        return DictionaryUnion(pa.concat_arrays([self.values, pc.unique(fresh)]), False)
+        if self.prefix:
+            n, m = len(self.values), len(dictionary)
+            if m <= n and (dictionary is self.values or self.values.slice(0, m).equals(dictionary)):
+                return self
+            if m > n and dictionary.slice(0, n).equals(self.values):
+                return DictionaryUnion(dictionary, True, (), m, dictionary.nbytes)
+        return DictionaryUnion(
+            self.values, False, (*self.pending, dictionary), self.size + len(dictionary), self.nbytes + dictionary.nbytes
+        )
 
-    @property
-    def size(self) -> int:
-        return len(self.values)
+    def exact(self) -> DictionaryUnion:
+        """The same union with pending dictionaries merged (deduplicated, first-appearance order)."""
+        if not self.pending:
+            return self
+        merged = pc.unique(pa.concat_arrays([self.values, *self.pending]))
+        return DictionaryUnion(merged, False, (), len(merged), merged.nbytes)
 
 
 def index_capacity(index_type: pa.DataType) -> int:
@@ -203,6 +216,7 @@ def unify_chunks(
     Never mutates its inputs; chunks without dictionary columns are returned relabelled with
     the stream schema (zero-copy).
     """
+    unions = {p: u.exact() for p, u in unions.items()}  # exact sizes decide the index widths
     target = unified_schema(schema, unions)
     if not unions:
         return target, [pa.RecordBatch.from_arrays(c.columns, schema=target) for c in chunks]
