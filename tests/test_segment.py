@@ -299,3 +299,14 @@ def test_random_bundles_round_trip(tmp_path_factory, spec):
         got = list(reader.bundles())
     assert len(got) == len(bundles)
     assert all(same_values(a, b) for a, b in zip(bundles, got))
+
+
+def test_overlapping_dictionaries_do_not_rotate_early():
+    """The per-append size is an upper bound; it is made exact before any rotation decision."""
+    seg = OpenSegment(SegmentConfig(max_dictionary_size=4))
+    orders = [["a", "b", "c"], ["c", "a", "b"], ["b", "c"], ["c", "b", "a"]] * 10
+    for i, values in enumerate(orders):
+        seg.append(RecordBundle({1: pa.record_batch({"k": dict_array([0], values)})}, ingestion_time_ns=i))
+    assert seg.stream_count == 1
+    seg.append(RecordBundle({1: pa.record_batch({"k": dict_array([0], ["d", "e"])})}, ingestion_time_ns=99))
+    assert [len(s.chunks) for s in seg.streams] == [40, 1]  # a, b, c, d, e would be 5 > 4
