@@ -310,3 +310,24 @@ def test_overlapping_dictionaries_do_not_rotate_early():
     assert seg.stream_count == 1
     seg.append(RecordBundle({1: pa.record_batch({"k": dict_array([0], ["d", "e"])})}, ingestion_time_ns=99))
     assert [len(s.chunks) for s in seg.streams] == [40, 1]  # a, b, c, d, e would be 5 > 4
+
+
+def test_unification_failure_falls_back_to_decoded_dictionaries(tmp_path, monkeypatch):
+    from quiver_store.segment import writer
+
+    def broken(*args):
+        raise pa.ArrowNotImplementedError("injected: cannot unify")
+
+    monkeypatch.setattr(writer, "unify_chunks", broken)
+    body = pa.StructArray.from_arrays(
+        [pa.array([1, 2], pa.uint8()), dict_array([0, 1], ["x", "y"])],
+        fields=[pa.field("type", pa.uint8(), False), pa.field("str", pa.dictionary(pa.uint8(), pa.string()))],
+        mask=pa.array([False, True]),
+    )
+    bundles = [RecordBundle({LOGS: pa.record_batch({"body": body, "k": dict_array([1, 0], ["a", "b"])})}, ingestion_time_ns=i) for i in range(2)]
+    _, _info, path = write_read(tmp_path, bundles)
+    with SegmentReader.open(path) as reader:
+        got = list(reader.bundles())
+        assert got[0].slots[LOGS].schema.field("k").type == pa.string()
+        assert all(same_values(a, b) for a, b in zip(bundles, got))
+        reader.verify()

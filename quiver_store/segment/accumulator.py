@@ -135,8 +135,8 @@ class OpenSegment:
         """Add one bundle's batches to their streams; raise QuiverError, changing nothing, on a
         batch whose schema contradicts the stream its (slot, fingerprint) names."""
         ts = bundle.ingestion_time_ns
-        if not isinstance(ts, int) or isinstance(ts, bool):
-            raise QuiverError(f"bundle ingestion_time_ns must be an int, got {ts!r}")
+        if not isinstance(ts, int) or isinstance(ts, bool) or not -(1 << 63) <= ts < 1 << 63:
+            raise QuiverError(f"bundle ingestion_time_ns must be an int64, got {ts!r}")
         limit = self.config.max_dictionary_size
         plan: list[tuple[int, bytes, pa.RecordBatch, StreamAccumulator | None, dict[Path, DictionaryUnion]]] = []
         for slot, batch in bundle.slots.items():

@@ -249,3 +249,40 @@ def unify_chunks(
             empty = empty or pa.Table.from_batches(filled[:1], schema=target).unify_dictionaries().to_batches()[0]
             out.append(empty.slice(0, 0))
     return target, out
+
+
+def _decode(arr: pa.Array) -> pa.Array:
+    typ = arr.type
+    if pat.is_dictionary(typ):
+        return arr.dictionary.take(arr.indices)
+    if pat.is_struct(typ):
+        children = [_decode(arr.field(i)) for i in range(typ.num_fields)]
+        fields = [typ.field(i).with_type(c.type) for i, c in enumerate(children)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=arr.is_null() if arr.null_count else None)
+    if dictionary_paths(pa.schema([("x", typ)])):
+        return arr.cast(_plain_type(typ))
+    return arr
+
+
+def _plain_type(typ: pa.DataType) -> pa.DataType:
+    if pat.is_dictionary(typ):
+        return _plain_type(typ.value_type)
+    if pat.is_struct(typ):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in typ])
+    if pat.is_map(typ):
+        return pa.map_(typ.key_field.with_type(_plain_type(typ.key_type)), typ.item_field.with_type(_plain_type(typ.item_type)))
+    if pat.is_large_list(typ):
+        return pa.large_list(typ.value_field.with_type(_plain_type(typ.value_type)))
+    if pat.is_fixed_size_list(typ):
+        return pa.list_(typ.value_field.with_type(_plain_type(typ.value_type)), typ.list_size)
+    if pat.is_list(typ):
+        return pa.list_(typ.value_field.with_type(_plain_type(typ.value_type)))
+    return typ
+
+
+def decode_chunks(schema: pa.Schema, chunks: list[pa.RecordBatch]) -> tuple[pa.Schema, list[pa.RecordBatch]]:
+    """Fallback when unification cannot handle a stream: every dictionary column decoded to its
+    value type (values unchanged, larger on disk), so a finalize never fails on dictionaries."""
+    out = [pa.RecordBatch.from_arrays([_decode(c) for c in chunk.columns], names=schema.names) for chunk in chunks]
+    target = pa.schema([f.with_type(c.type) for f, c in zip(schema, out[0].columns)], metadata=schema.metadata)
+    return target, [pa.RecordBatch.from_arrays(b.columns, schema=target) for b in out]

@@ -200,7 +200,7 @@ def encode_metadata(
         "metadata": dict(sorted(metadata.items())),
         "event_time_columns": {str(k): v for k, v in sorted(event_time_columns.items())},
     }
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(doc, separators=(",", ":")).encode()  # ASCII escapes: any str round-trips
     out = bytearray(struct.pack("<I", len(text)) + text)
     out += bytes(pad_to(len(out), SECTION_ALIGNMENT))
     out += struct.pack("<II", len(schemas), 0)

@@ -27,7 +27,12 @@ def _wider_index(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     return a  # same width: the first seen wins (deterministic)
 
 
-def _merge_type(a: pa.DataType, b: pa.DataType, where: str) -> pa.DataType:
+def _merge_type(a: pa.DataType, b: pa.DataType, where: str, strict: bool = True) -> pa.DataType:
+    if not strict:
+        try:
+            return _merge_type(a, b, where)
+        except QuiverError:
+            return a  # lenient: the first type seen stands; conforming the other fails at load time
     if a.equals(b):
         return a
     if pat.is_dictionary(a) or pat.is_dictionary(b):
@@ -50,7 +55,7 @@ def _merge_type(a: pa.DataType, b: pa.DataType, where: str) -> pa.DataType:
     return merged.field(0).type
 
 
-def _merge_fields(groups: list[list[pa.Field]], where: str = "") -> list[pa.Field]:
+def _merge_fields(groups: list[list[pa.Field]], where: str = "", strict: bool = True) -> list[pa.Field]:
     order: list[str] = []
     types: dict[str, pa.DataType] = {}
     nullable: dict[str, bool] = {}
@@ -63,18 +68,22 @@ def _merge_fields(groups: list[list[pa.Field]], where: str = "") -> list[pa.Fiel
                 nullable[f.name] = f.nullable
                 seen[f.name] = 0
             else:
-                types[f.name] = _merge_type(types[f.name], f.type, f"{where}{f.name}")
+                types[f.name] = _merge_type(types[f.name], f.type, f"{where}{f.name}", strict)
                 nullable[f.name] = nullable[f.name] or f.nullable
             seen[f.name] += 1
     return [pa.field(n, types[n], nullable[n] or seen[n] < len(groups)) for n in order]
 
 
-def representative_schema(schemas: Iterable[pa.Schema]) -> pa.Schema:
-    """The representative schema of one slot over `schemas` (stream or per-segment schemas)."""
+def representative_schema(schemas: Iterable[pa.Schema], *, strict: bool = True) -> pa.Schema:
+    """The representative schema of one slot over `schemas` (stream or per-segment schemas).
+
+    Columns whose types have no common type raise QuiverError, or with ``strict=False`` (what the
+    writer uses, so a finalize never fails on it) keep the first type seen.
+    """
     group = list(schemas)
     if not group:
         raise QuiverError("representative_schema needs at least one schema")
-    return pa.schema(_merge_fields([list(s) for s in group]))
+    return pa.schema(_merge_fields([list(s) for s in group], strict=strict))
 
 
 def _conform_array(arr: pa.Array, target: pa.DataType) -> pa.Array:

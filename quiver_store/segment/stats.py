@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from ..errors import QuiverError
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _column(batch: pa.RecordBatch, dotted: str) -> pa.Array | None:
@@ -23,7 +23,9 @@ def _column(batch: pa.RecordBatch, dotted: str) -> pa.Array | None:
 
 
 def event_time_range(batches: list[pa.RecordBatch], column: str) -> tuple[int, int] | None:
-    """(min, max) of the event-time column over the batches as int64 ns; None if absent or all null."""
+    """(min, max) of the event-time column over the batches as int64 ns; None if the column is
+    absent, all null, not an integer or timestamp, or outside the int64 range (never raises: a
+    statistic must not make a finalize fail)."""
     lows, highs = [], []
     for batch in batches:
         arr = _column(batch, column)
@@ -32,11 +34,11 @@ def event_time_range(batches: list[pa.RecordBatch], column: str) -> tuple[int, i
         if pat.is_timestamp(arr.type):
             arr = arr.cast(pa.timestamp("ns", arr.type.tz)).cast(pa.int64())
         elif not pat.is_integer(arr.type):
-            raise QuiverError(f"event-time column {column!r} has type {arr.type}; expected an integer or timestamp")
+            return None
         mm = pc.min_max(arr)
         if mm["min"].is_valid:
             lows.append(int(mm["min"].as_py()))
             highs.append(int(mm["max"].as_py()))
-    if not lows:
+    if not lows or min(lows) < INT64_MIN or max(highs) > INT64_MAX:
         return None
     return min(lows), max(highs)

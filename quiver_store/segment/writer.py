@@ -21,7 +21,7 @@ from ..errors import QuiverError
 from ..fs import DEFAULT_FS, FileSystem
 from . import format as fmt
 from .accumulator import OpenSegment, StreamAccumulator
-from .dictionary import unify_chunks
+from .dictionary import decode_chunks, unify_chunks
 from .info import SegmentInfo, StreamInfo
 from .schema_view import representative_schema
 from .stats import event_time_range
@@ -143,12 +143,19 @@ def write_segment(
 def _write_stream(
     out: _Out, acc: StreamAccumulator, event_column: str | None
 ) -> tuple[StreamInfo, pa.Schema, list[tuple[int, int]]]:
-    schema, chunks = unify_chunks(acc.schema, acc.chunks, acc.dictionaries)
-    batches = _coalesce(chunks, acc.placements)
     try:
+        schema, chunks = unify_chunks(acc.schema, acc.chunks, acc.dictionaries)
+        batches = _coalesce(chunks, acc.placements)
         data = _ipc_file(schema, batches)
-    except pa.ArrowException as e:
-        raise QuiverError(f"stream {acc.stream_id} (slot {acc.slot}) cannot be written as Arrow IPC: {e}") from e
+    except pa.ArrowException:
+        # dictionaries pyarrow cannot unify or write (exotic nesting, value types): store the
+        # stream's dictionary columns decoded rather than fail the finalize on every retry
+        try:
+            schema, chunks = decode_chunks(acc.schema, acc.chunks)
+            batches = _coalesce(chunks, acc.placements)
+            data = _ipc_file(schema, batches)
+        except pa.ArrowException as e:
+            raise QuiverError(f"stream {acc.stream_id} (slot {acc.slot}) cannot be written as Arrow IPC: {e}") from e
     out.align(fmt.ALIGNMENT)
     offset = out.write(memoryview(data))
     event = event_time_range(batches, event_column) if event_column else None
@@ -173,7 +180,7 @@ def _representative(streams: tuple[StreamAccumulator, ...], schemas: dict[int, p
     by_slot: dict[int, list[pa.Schema]] = {}
     for acc in streams:
         by_slot.setdefault(acc.slot, []).append(schemas[acc.stream_id])
-    return {slot: representative_schema(group) for slot, group in sorted(by_slot.items())}
+    return {slot: representative_schema(group, strict=False) for slot, group in sorted(by_slot.items())}
 
 
 def _with_present(info: StreamInfo, schema: pa.Schema, rep: pa.Schema) -> StreamInfo:
