@@ -1,8 +1,8 @@
 """Transport optimisation of a whole bundle: sort top-down, renumber ids densely, delta-encode them;
 and the inverse, back to plain ids.
 
-Top-down means parents first: the root table (logs, spans or metrics) is sorted by resource, scope
-and its own keys and renumbered; each child then has its ``parent_id`` rewritten to the new parent
+Top-down means parents first: the root table (logs, spans or metrics) is sorted by its keys
+(resource and scope ids among them) and renumbered; each child then has its ``parent_id`` rewritten to the new parent
 numbering *before* it is sorted, so ``parent_id`` (its last sort key) orders children by the sorted
 position of their parent. Encodings are applied last, once every table has its final plain ids.
 """
@@ -48,7 +48,9 @@ def optimize(bundle: OtapBundle, config: object | None = None) -> OtapBundle:
 
     ``config`` may carry ``sort_orders``: a mapping of payload type id to column paths that
     replaces the default order of those payload types (see ``sort.resolve_sort_orders``). Input
-    id columns that are already encoded are first restored, so optimising twice changes nothing.
+    id columns that are already encoded are restored first, so an optimised bundle may be
+    optimised again; when the root order starts with its id columns (the reference orders) that
+    second pass changes nothing.
     """
     orders = resolve_sort_orders(_sort_orders_of(config))
     tables = dict(restore(bundle).tables)
