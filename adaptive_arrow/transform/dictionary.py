@@ -6,7 +6,8 @@ indices and may widen to u16, annotation ``16`` starts with u16; the widest rung
 running dictionary is the stream's dictionary, so every batch carries it and the IPC writer
 emits only deltas). Past the widest rung, a dictionary whose distinct/total ratio is below the
 reset threshold starts again from the current batch's values (a replacement dictionary on the
-wire); otherwise the column falls back to its plain type for good.
+wire); otherwise the column falls back to its plain type for good. The stream dictionary lives
+in a memo (``memo.py``) so each batch hashes only its own values.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .memo import Memo, new_memo
 
 INDEX_TYPES: tuple[pa.DataType, ...] = (pa.uint8(), pa.uint16(), pa.uint32())
 INDEX_MAX: tuple[int, ...] = (2**8 - 1, 2**16 - 1, 2**32 - 1)
@@ -50,42 +54,56 @@ class DictionaryPlan:
     """The outcome of feeding one batch's column to a dictionary transform (not yet committed)."""
 
     array: pa.Array  # the batch's column
-    indices: pa.Array  # int32 indices of `array` into `values` (nulls kept)
-    values: pa.Array  # the stream dictionary after this batch
+    codes: np.ndarray  # int32 indices of `array` into the memo (0 in null slots)
+    memo: Memo  # the stream dictionary after this batch (its first `cardinality` entries)
     level: int | None  # ladder rung after this batch; None = plain type
     total: int  # cumulative slot count (nulls included), the ratio's denominator
     event: DictionaryEvent | None
     cardinality: int
+    alone: bool  # the memo holds only this batch's values
 
     def restart(self) -> None:
         """The batch opens a new IPC stream: its dictionary holds only this batch's values."""
         if self.level is None:
             return
-        self.indices, self.values = _encode_alone(self.array)
         self.total = len(self.array)
-        self.cardinality = len(self.values)
+        if self.alone:  # the stream dictionary was empty: nothing to hash again
+            return
+        self.memo = new_memo(self.memo.value_type)
+        self.codes = self.memo.encode(self.array)
+        self.cardinality = self.memo.size
+        self.alone = True
 
 
-def _encode_alone(array: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(int32 indices, distinct values in first-seen order) of one column."""
-    local = pc.dictionary_encode(array)
-    return local.indices, local.dictionary
+def _validity_buffer(array: pa.Array) -> pa.Buffer | None:
+    """The array's validity bitmap starting at bit 0 (None without nulls)."""
+    if array.null_count == 0:
+        return None
+    buf = array.buffers()[0]
+    if buf is not None and array.offset % 8 == 0:
+        return buf.slice(array.offset // 8)
+    return pc.is_valid(array).buffers()[1]
 
 
 class DictionaryTransform:
-    """Per-column dictionary state: current rung, stream dictionary and cumulative total."""
+    """Per-column dictionary state: current rung, stream dictionary (a memo) and cumulative total."""
 
     def __init__(self, value_type: pa.DataType, ladder: tuple[tuple[pa.DataType, int], ...], threshold: float):
         self.value_type = value_type
         self.ladder = ladder
         self.threshold = threshold
         self.level: int | None = 0 if ladder else None
-        self.values: pa.Array = pa.array([], type=value_type)
+        self.memo: Memo = new_memo(value_type)
         self.total = 0
 
     @property
     def index_type(self) -> pa.DataType | None:
         return None if self.level is None else self.ladder[self.level][0]
+
+    @property
+    def values(self) -> pa.Array:
+        """The committed stream dictionary."""
+        return self.memo.values(self.memo.committed)
 
     def emitted_type(self, level: int | None) -> pa.DataType:
         if level is None:
@@ -98,53 +116,53 @@ class DictionaryTransform:
     def plan(self, array: pa.Array) -> DictionaryPlan | None:
         """Feed one batch's column without changing state; None when the column is plain for good.
 
-        One hash pass over the stream dictionary followed by the batch: dictionary-encoding the
-        two as one chunked array keeps the stream dictionary's order (its values are distinct)
-        and appends the batch's new values in first-seen order, so the batch's indices are
-        already stream indices.
+        The memo hashes only the batch: values seen earlier in the stream keep their indices,
+        new ones are appended in first-seen order (pending until ``commit``).
         """
         if self.level is None:
             return None
-        if array.null_count == len(array):  # nothing to hash
-            indices, values = pa.nulls(len(array), pa.int32()), self.values
-        else:
-            encoded = pa.chunked_array([self.values, array], type=self.value_type).dictionary_encode()
-            last = encoded.chunk(encoded.num_chunks - 1)
-            indices, values = last.indices, last.dictionary
-        cardinality = len(values)
+        alone = self.memo.committed == 0
+        codes = self.memo.encode(array)
+        cardinality = self.memo.size
         total = self.total + len(array)
         level = self.level
         while level < len(self.ladder) and cardinality > self.ladder[level][1]:
             level += 1
         if level < len(self.ladder):
             event = DictionaryEvent.UPGRADE if level > self.level else None
-            return DictionaryPlan(array, indices, values, level, total, event, cardinality)
+            return DictionaryPlan(array, codes, self.memo, level, total, event, cardinality, alone)
         widest = len(self.ladder) - 1
         if total and cardinality / total < self.threshold:
-            own_indices, own_values = _encode_alone(array)
-            if len(own_values) <= self.ladder[widest][1]:
-                return DictionaryPlan(
-                    array, own_indices, own_values, widest, len(array), DictionaryEvent.RESET, len(own_values)
-                )
-        return DictionaryPlan(array, indices, self.values, None, total, DictionaryEvent.OVERFLOW, cardinality)
+            own = new_memo(self.value_type)
+            own_codes = own.encode(array)
+            if own.size <= self.ladder[widest][1]:
+                return DictionaryPlan(array, own_codes, own, widest, len(array), DictionaryEvent.RESET, own.size, True)
+        return DictionaryPlan(array, codes, self.memo, None, total, DictionaryEvent.OVERFLOW, cardinality, alone)
 
     def encode(self, array: pa.Array, plan: DictionaryPlan | None) -> pa.Array:
-        """The column as emitted under `plan`: dictionary-encoded, or plain past overflow."""
+        """The column as emitted under `plan`: dictionary-encoded, or plain past overflow.
+
+        Indices are narrowed with numpy (they fit the rung by construction) and wrapped with the
+        batch's own validity bitmap; ``safe=False`` skips re-checking them against the dictionary.
+        """
         if plan is None or plan.level is None:
             return array
-        indices = plan.indices.cast(self.ladder[plan.level][0], safe=False)
-        return pa.DictionaryArray.from_arrays(indices, plan.values)
+        index_type = self.ladder[plan.level][0]
+        data = pa.py_buffer(plan.codes.astype(index_type.to_pandas_dtype(), copy=False))
+        indices = pa.Array.from_buffers(index_type, len(array), [_validity_buffer(array), data], array.null_count)
+        return pa.DictionaryArray.from_arrays(indices, plan.memo.values(plan.cardinality), safe=False)
 
     def commit(self, plan: DictionaryPlan | None) -> None:
         if plan is None:
             return
         self.level = plan.level
         if plan.level is None:
-            self.values = pa.array([], type=self.value_type)
+            self.memo = new_memo(self.value_type)
             self.total = 0
         else:
-            self.values = plan.values
+            plan.memo.commit(plan.cardinality)
+            self.memo = plan.memo
             self.total = plan.total
 
     def __repr__(self) -> str:
-        return f"DictionaryTransform(index={self.index_type}, cardinality={len(self.values)}, total={self.total})"
+        return f"DictionaryTransform(index={self.index_type}, cardinality={self.memo.committed}, total={self.total})"

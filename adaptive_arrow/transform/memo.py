@@ -1,0 +1,316 @@
+"""Persistent value -> index memos of the stream dictionaries.
+
+A dictionary column's cardinality is cumulative over its IPC stream, so every batch must be
+matched against all values seen so far. Hashing the whole stream dictionary again for every
+batch costs O(stream) per batch; a memo keeps its hash table between batches and hashes only
+the batch (pyarrow's ``dictionary_encode``) and then looks up only the batch's distinct values.
+``HashMemo`` is an open-addressing table (linear probing) over the dictionary's own bytes, kept
+in numpy arrays and driven by numba kernels; it covers binary-like values (string,
+binary and their large variants) and fixed-width values (integers, temporal types, fixed-size
+binary, decimals). ``ArrowMemo`` falls back to pyarrow's ``dictionary_encode`` for any other
+value type (booleans, floats, views), re-hashing the stream dictionary each batch.
+
+Both number values in first-seen order, so indices equal those of ``pc.dictionary_encode`` over
+the stream dictionary followed by the batch. ``encode`` adds the batch's new values as pending
+entries; ``commit(size)`` keeps the first ``size`` entries; the next ``encode`` first drops any
+entries never committed (a rejected batch), so a plan that is discarded changes nothing. The
+dictionary bytes are append-only: arrays returned by ``values`` stay valid after later batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_EMPTY = -1
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+def _compile(fn: Callable[..., Any], **options: Any) -> Any:
+    try:
+        return numba.njit(cache=True, nogil=True, **options)(fn)
+    except RuntimeError:  # no writable cache directory: compile per process
+        return numba.njit(cache=False, nogil=True, **options)(fn)
+
+
+@intrinsic
+def _load8(typingctx: Any, array: Any, index: Any) -> Any:
+    """Unaligned little-endian u64 load of array[index:index + 8] (the caller stays in bounds)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [args[1]])
+        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+    return types.uint64(array, index), codegen
+
+
+def _word(data: np.ndarray, j: int, end: int) -> np.uint64:
+    """Bytes data[j:min(j + 8, end)] as a little-endian u64, zero padded."""
+    if j + 8 <= end:
+        return _load8(data, j)
+    w = np.uint64(0)
+    shift = np.uint64(0)
+    for k in range(j, end):
+        w |= np.uint64(data[k]) << shift
+        shift += np.uint64(8)
+    return w
+
+
+_word = _compile(_word, inline="always")
+
+
+@_compile
+def _hash(data: np.ndarray, start: int, end: int) -> np.uint64:
+    """64-bit hash of data[start:end]: one multiply per 8 bytes, splitmix finaliser."""
+    h = np.uint64(end - start) * _M1
+    j = start
+    while j < end:
+        h = (h ^ _word(data, j, end)) * _M2
+        h ^= h >> np.uint64(29)
+        j += 8
+    h ^= h >> np.uint64(31)
+    h *= _M3
+    h ^= h >> np.uint64(32)
+    return h
+
+
+@_compile
+def _same(a: np.ndarray, s: int, b: np.ndarray, t: int, length: int) -> bool:
+    j = 0
+    while j < length:
+        if _word(a, s + j, s + length) != _word(b, t + j, t + length):
+            return False
+        j += 8
+    return True
+
+
+@_compile
+def _insert(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    n: int,
+    width: int,
+    table: np.ndarray,
+    hashes: np.ndarray,
+    dict_data: np.ndarray,
+    dict_offsets: np.ndarray,
+    size: int,
+    out: np.ndarray,
+) -> int:
+    """Look up (inserting when new) the n distinct values of a batch; their indices go to ``out``.
+
+    ``width`` > 0: fixed-width values of that many bytes; 0: binary-like values delimited by
+    ``offsets``. Returns the dictionary size afterwards. The caller guarantees room for n more
+    entries and a table at most half full afterwards.
+    """
+    mask = np.uint64(table.size - 1)
+    for i in range(n):
+        if width:
+            s = np.int64(i * width)
+            e = s + width
+        else:
+            s = np.int64(offsets[i])
+            e = np.int64(offsets[i + 1])
+        length = e - s
+        h = _hash(data, s, e)
+        slot = h & mask
+        while True:
+            idx = np.int64(table[slot])
+            if idx == _EMPTY:
+                if width:
+                    ds = size * width
+                else:
+                    ds = np.int64(dict_offsets[size])
+                    dict_offsets[size + 1] = ds + length
+                dict_data[ds : ds + length] = data[s:e]
+                table[slot] = size
+                hashes[size] = h
+                out[i] = size
+                size += 1
+                break
+            if hashes[idx] == h:
+                if width:
+                    ds = idx * width
+                    same = True
+                else:
+                    ds = np.int64(dict_offsets[idx])
+                    same = dict_offsets[idx + 1] - ds == length
+                if same and _same(dict_data, ds, data, s, length):
+                    out[i] = idx
+                    break
+            slot = (slot + np.uint64(1)) & mask
+    return size
+
+
+@_compile
+def _rehash(hashes: np.ndarray, size: int, table: np.ndarray) -> None:
+    """Rebuild ``table`` (already filled with _EMPTY) from the first ``size`` entries."""
+    mask = np.uint64(table.size - 1)
+    for idx in range(size):
+        slot = hashes[idx] & mask
+        while table[slot] != _EMPTY:
+            slot = (slot + np.uint64(1)) & mask
+        table[slot] = idx
+
+
+@_compile
+def _drop(hashes: np.ndarray, table: np.ndarray, keep: int, size: int) -> None:
+    """Remove entries keep..size-1, newest first (exact undo of their linear-probing inserts)."""
+    mask = np.uint64(table.size - 1)
+    for idx in range(size - 1, keep - 1, -1):
+        slot = hashes[idx] & mask
+        while table[slot] != idx:
+            slot = (slot + np.uint64(1)) & mask
+        table[slot] = _EMPTY
+
+
+def _fixed_width(t: pa.DataType) -> int:
+    """Byte width of a fixed-width value type the hash memo handles exactly, else 0."""
+    if pt.is_fixed_size_binary(t):
+        return int(t.byte_width)
+    if pt.is_integer(t) or pt.is_temporal(t) or pt.is_decimal(t):
+        bits = t.bit_width
+        return bits // 8 if bits % 8 == 0 else 0
+    return 0  # floats are excluded: Arrow's hashing treats NaN payloads and -0.0 specially
+
+
+def _offset_dtype(t: pa.DataType) -> type | None:
+    if pt.is_string(t) or pt.is_binary(t):
+        return np.int32
+    if pt.is_large_string(t) or pt.is_large_binary(t):
+        return np.int64
+    return None
+
+
+def _grow(a: np.ndarray, need: int) -> np.ndarray:
+    """A copy of `a` with room for at least `need` items (doubling); `a` itself if it fits."""
+    if need <= a.size:
+        return a
+    out = np.empty(max(need, 2 * a.size), dtype=a.dtype)
+    out[: a.size] = a
+    return out
+
+
+_NO_BYTES = np.empty(0, dtype=np.uint8)
+
+
+class HashMemo:
+    """Numba hash memo of binary-like or fixed-width values (see the module docstring)."""
+
+    def __init__(self, value_type: pa.DataType) -> None:
+        self.value_type = value_type
+        self.width = _fixed_width(value_type)
+        self._offset_dtype = _offset_dtype(value_type)
+        assert self.width or self._offset_dtype is not None, value_type
+        self.size = 0
+        self.committed = 0
+        self._table = np.full(16, _EMPTY, dtype=np.int32)
+        self._hashes = np.empty(8, dtype=np.uint64)
+        self._data = np.empty(64, dtype=np.uint8)
+        self._offsets = np.zeros(9 if not self.width else 0, dtype=self._offset_dtype or np.int32)
+
+    @staticmethod
+    def supports(value_type: pa.DataType) -> bool:
+        return bool(_fixed_width(value_type)) or _offset_dtype(value_type) is not None
+
+    def encode(self, array: pa.Array) -> np.ndarray:
+        """int32 stream indices of the batch's values (null slots 0); new values stay pending.
+
+        pyarrow hashes the batch (``dictionary_encode``); only its distinct values go through
+        the memo, and the batch's local indices are mapped to stream indices with one take.
+        """
+        if self.size > self.committed:
+            _drop(self._hashes, self._table, self.committed, self.size)
+            self.size = self.committed
+        n = len(array)
+        if array.null_count == n:
+            return np.zeros(n, dtype=np.int32)
+        local = pc.dictionary_encode(array)
+        distinct = local.dictionary
+        d = len(distinct)
+        buffers = distinct.buffers()
+        if self.width:
+            data = np.frombuffer(buffers[1], dtype=np.uint8)[distinct.offset * self.width :]
+            offsets = self._offsets
+            new_bytes = d * self.width
+            used = self.size * self.width
+        else:
+            offsets = np.frombuffer(buffers[1], dtype=self._offset_dtype)[distinct.offset :]
+            data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else _NO_BYTES
+            new_bytes = int(offsets[d] - offsets[0])
+            used = int(self._offsets[self.size])
+            self._offsets = _grow(self._offsets, self.size + d + 1)
+        self._data = _grow(self._data, used + new_bytes)
+        self._hashes = _grow(self._hashes, self.size + d)
+        if 2 * (self.size + d) > self._table.size:
+            capacity = self._table.size
+            while 2 * (self.size + d) > capacity:
+                capacity *= 2
+            self._table = np.full(capacity, _EMPTY, dtype=np.int32)
+            _rehash(self._hashes, self.size, self._table)
+        mapping = np.empty(d, dtype=np.int32)
+        self.size = _insert(
+            data, offsets, d, self.width, self._table, self._hashes, self._data, self._offsets, self.size, mapping
+        )
+        indices = local.indices
+        raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + n]
+        return mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
+
+    def values(self, size: int) -> pa.Array:
+        """The first `size` dictionary values (zero-copy over the memo's append-only bytes)."""
+        if self.width:
+            return pa.Array.from_buffers(self.value_type, size, [None, pa.py_buffer(self._data[: size * self.width])])
+        offsets = self._offsets[: size + 1]
+        data = self._data[: int(offsets[size])]
+        return pa.Array.from_buffers(self.value_type, size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+    def commit(self, size: int) -> None:
+        self.committed = size
+
+
+class ArrowMemo:
+    """pyarrow fallback: one ``dictionary_encode`` of the stream dictionary followed by the batch
+    (the dictionary's values are distinct, so its order is kept and new values follow)."""
+
+    def __init__(self, value_type: pa.DataType) -> None:
+        self.value_type = value_type
+        self._committed: pa.Array = pa.array([], type=value_type)
+        self._pending: pa.Array = self._committed
+        self.size = 0
+        self.committed = 0
+
+    def encode(self, array: pa.Array) -> np.ndarray:
+        if array.null_count == len(array):
+            self._pending, self.size = self._committed, self.committed
+            return np.zeros(len(array), dtype=np.int32)
+        encoded = pa.chunked_array([self._committed, array], type=self.value_type).dictionary_encode()
+        last = encoded.chunk(encoded.num_chunks - 1)
+        self._pending, self.size = last.dictionary, len(last.dictionary)
+        return pc.fill_null(last.indices, 0).to_numpy()
+
+    def values(self, size: int) -> pa.Array:
+        return self._pending.slice(0, size)
+
+    def commit(self, size: int) -> None:
+        self._committed = self._pending.slice(0, size)
+        self.committed = size
+
+
+Memo = HashMemo | ArrowMemo
+
+
+def new_memo(value_type: pa.DataType) -> Memo:
+    return HashMemo(value_type) if HashMemo.supports(value_type) else ArrowMemo(value_type)
