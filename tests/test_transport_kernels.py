@@ -80,8 +80,12 @@ def test_kernels_work_without_any_writable_cache_directory(tmp_path: Path) -> No
     assert not cache_dir.exists()
 
 
-def test_kernels_cache_when_a_directory_is_writable() -> None:
-    assert kernels.CACHED  # the repository checkout is writable in the test environment
+def test_kernels_cache_when_a_directory_is_writable(tmp_path: Path) -> None:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    script = "from adaptive_arrow.transport import kernels; print(kernels.CACHED)"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
 
 
 # ---------------------------------------------------------------------------------------------
