@@ -95,15 +95,19 @@ class ArrowPayload:
     type: int
     record: bytes
 
-    def to_bytes(self) -> bytes:
-        out = bytearray()
+    def _parts(self) -> list[bytes]:
+        """The serialised fields, as pieces to join (the record is never copied here)."""
+        parts: list[bytes] = []
         if self.schema_id:
-            out += _len_field(1, self.schema_id.encode())
+            parts.append(_len_field(1, self.schema_id.encode()))
         if self.type:
-            out += _key(2, _VARINT) + _varint(int(self.type))
+            parts.append(_key(2, _VARINT) + _varint(int(self.type)))
         if self.record:
-            out += _len_field(3, bytes(self.record))
-        return bytes(out)
+            parts += (_key(3, _LEN), _varint(len(self.record)), self.record)
+        return parts
+
+    def to_bytes(self) -> bytes:
+        return b"".join(self._parts())
 
     @classmethod
     def _parse(cls, buf: memoryview, where: str) -> ArrowPayload:
@@ -138,14 +142,17 @@ class BatchArrowRecords:
             raise ValueError(f"batch_id {self.batch_id} does not fit an int64")
 
     def to_bytes(self) -> bytes:
-        out = bytearray()
+        """Serialise with one copy of the record bytes (pieces joined once, no nested buffers)."""
+        parts: list[bytes] = []
         if self.batch_id:
-            out += _key(1, _VARINT) + _varint(int(self.batch_id))
+            parts.append(_key(1, _VARINT) + _varint(int(self.batch_id)))
         for payload in self.payloads:
-            out += _len_field(2, payload.to_bytes())
+            inner = payload._parts()
+            parts += (_key(2, _LEN), _varint(sum(len(p) for p in inner)))
+            parts += inner
         if self.headers:
-            out += _len_field(3, bytes(self.headers))
-        return bytes(out)
+            parts.append(_len_field(3, bytes(self.headers)))
+        return b"".join(parts)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> BatchArrowRecords:
