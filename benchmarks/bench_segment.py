@@ -101,6 +101,27 @@ def run_case(name: str, bundles: list[RecordBundle], workdir: str) -> list[tuple
     ]
 
 
+def small_bundle(i: int) -> RecordBundle:
+    """4 slots x 100 rows of plain columns (the store benchmark's shape)."""
+    ids = pa.array(range(100), pa.uint16())
+    return RecordBundle(
+        {
+            1: pa.record_batch({"id": ids, "service": pa.array([f"svc{j % 5}" for j in range(100)])}),
+            2: pa.record_batch({"id": ids, "name": pa.array([f"lib{j % 3}" for j in range(100)])}),
+            30: pa.record_batch({"id": ids, "time": pa.array(range(i, i + 100), pa.int64()), "body": pa.array([f"m{i}-{j}" for j in range(100)])}),
+            31: pa.record_batch({"parent_id": ids, "key": pa.array([f"k{j % 20}" for j in range(100)]), "str": pa.array([f"v{j}" for j in range(100)])}),
+        },
+        ingestion_time_ns=i,
+    )
+
+
+def small_accumulate(count: int = 5000) -> float:
+    """Microseconds per OpenSegment.append of a 4-slot, 100-row bundle."""
+    bundles = [small_bundle(i) for i in range(count)]
+    t, _ = timed(lambda: accumulate(bundles, SegmentConfig()))
+    return t / count * 1e6
+
+
 def open_many(workdir: str, count: int = 1000) -> tuple[float, float]:
     """Write `count` small segments (one 4-slot bundle each); time opening all of them."""
     bundle = RecordBundle(
@@ -136,12 +157,14 @@ def main() -> None:
         rows = run_case("otap-logs (prefix dictionaries)", base, workdir)
         rows2 = run_case("otap-logs (per-bundle dictionaries)", independent_bundles(args.bundles, args.rows), workdir)
         t_many, small = open_many(workdir)
+        us_append = small_accumulate()
         print(f"{'metric':<52} {'value'}")
         for table in (rows, rows2):
             for k, v in table:
                 print(f"{k:<52} {v}")
             print()
         print(f"{'open 1,000 segments of ' + str(small) + ' bytes (s; us each)':<52} {t_many:.3f}; {t_many * 1e3:.0f}")
+        print(f"{'OpenSegment.append, 4-slot 100-row bundle (us)':<52} {us_append:.1f}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
