@@ -385,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"OTAP+zstd (unary, sorted) {r['otap_zstd']:,}  ratio {r['otlp_zstd'] / r['otap_zstd']:.2f}")
     print(f"content floor (raw values of {', '.join(r['floor'])}): {floor:,} bytes "
           f"= {100 * floor / r['otap_zstd']:.0f}% of OTAP+zstd; OTLP+zstd / floor = {r['otlp_zstd'] / floor:.2f}")
+    for column, size in r["floor"].items():
+        print(f"  floor {column:50} {size:9,}")
+    print("OTAP columns, each written alone as an Arrow IPC stream and zstd-compressed ('*': whole payload):")
     for table, path, size in r["columns"][: args.top]:
         print(f"  {table:28} {path:32} {size:9,}")
     return 0
