@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 
@@ -36,7 +37,8 @@ def _align(n: int, alignment: int) -> int:
 
 
 class SegmentReader:
-    """Read bundles of one segment file; a context manager."""
+    """Read bundles of one segment file; a context manager. bundle() may be called from several
+    threads; verify() and close() must not run concurrently with reads."""
 
     def __init__(self, path: str, mm: object, size: int, *, verify_streams: bool = True) -> None:
         self.path = path
@@ -45,6 +47,7 @@ class SegmentReader:
         self._verify_streams = verify_streams
         self._readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
         self._batches: dict[tuple[int, int], pa.RecordBatch] = {}
+        self._lock = threading.RLock()
         self._parse()
         self._buffer: pa.Buffer | None = pa.py_buffer(mm)  # exported only once the metadata is valid
 
@@ -273,14 +276,18 @@ class SegmentReader:
     def _batch(self, sid: int, index: int) -> pa.RecordBatch:
         key = (sid, index)
         batch = self._batches.get(key)
-        if batch is None:
-            try:
-                batch = self._stream_reader(sid).get_batch(index)
-            except (pa.ArrowException, ValueError) as e:
-                raise CorruptionError(
-                    f"stream {sid}: record batch {index} does not decode: {e}", self.path, self.info.streams[sid].offset
-                ) from None
-            self._batches[key] = batch
+        if batch is not None:
+            return batch
+        with self._lock:  # an IPC file reader loads its dictionaries on first use: not concurrently
+            batch = self._batches.get(key)
+            if batch is None:
+                try:
+                    batch = self._stream_reader(sid).get_batch(index)
+                except (pa.ArrowException, ValueError) as e:
+                    raise CorruptionError(
+                        f"stream {sid}: record batch {index} does not decode: {e}", self.path, self.info.streams[sid].offset
+                    ) from None
+                self._batches[key] = batch
         return batch
 
     def bundle(self, index: int, slots: Iterable[int] | None = None) -> RecordBundle:
