@@ -13,49 +13,17 @@ import pytest
 from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from adaptive_arrow import Decoder, Encoder
 from adaptive_arrow.transport import optimize, restore
 from otap_model import Signal, from_otlp, from_zipkin_json, to_otlp
 from otap_model.otlp.json import otlp_json_to_message
+from otap_model.otlp.order import canonical_order
 
 from .strategies import logs_requests, metrics_requests, traces_requests
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def canonical_order(msg: Message) -> Message:
-    """A copy of ``msg`` with every repeated message field sorted by the deterministic bytes of its
-    (already canonicalised) elements. AnyValue contents are left alone: the order of a Slice is
-    data, and maps inside values travel as CBOR that sorting never touches."""
-    out = type(msg)()
-    out.CopyFrom(msg)
-    _canonicalise(out)
-    return out
-
-
-def _canonicalise(msg: Message) -> None:
-    if isinstance(msg, AnyValue):
-        return
-    for field, value in msg.ListFields():
-        if field.message_type is None:
-            continue
-        if field.is_repeated:
-            if field.message_type.GetOptions().map_entry:
-                continue
-            items = list(value)
-            for item in items:
-                _canonicalise(item)
-            ordered = sorted(items, key=lambda m: m.SerializeToString(deterministic=True))
-            copies = [type(m)() for m in ordered]
-            for copy, item in zip(copies, ordered):
-                copy.CopyFrom(item)
-            del value[:]
-            value.extend(copies)
-        else:
-            _canonicalise(value)
 
 
 def _assert_same(msg: Message) -> None:
