@@ -3,6 +3,7 @@ parent ids point at existing parents. Runs before any encoder state changes."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,6 +57,35 @@ def _plain(field: pa.Field) -> bool:
     return md.get(ENCODING_KEY, b"plain") == b"plain"
 
 
+_MAX_TABLE = 1 << 22  # largest id for which a presence table beats hashing
+
+
+def _all_in(ids: pa.Array, keys: pa.Array) -> bool:
+    """Whether every (non-null) id is one of the non-null keys.
+
+    Ids are small dense integers in practice: a numpy presence table indexed by id answers in
+    two vectorised passes; other types, or ids too large for a table, hash with ``is_in``.
+    """
+    if len(ids) == 0:
+        return True
+    if keys.null_count:
+        keys = keys.drop_null()
+    if len(keys) == 0:
+        return False
+    if not (pa.types.is_unsigned_integer(ids.type) and pa.types.is_unsigned_integer(keys.type)):
+        return bool(pc.all(pc.is_in(ids, value_set=keys)).as_py())
+    k = keys.to_numpy()
+    i = ids.to_numpy()
+    top = int(k.max())
+    if top >= _MAX_TABLE:
+        return bool(pc.all(pc.is_in(ids, value_set=keys)).as_py())
+    if int(i.max()) > top:
+        return False
+    present = np.zeros(top + 1, dtype=np.bool_)
+    present[k] = True
+    return bool(present[i].all())
+
+
 def check_ids(bundle: OtapBundle) -> None:
     """Every parent_id must be non-null and reference an existing parent id (plain ids only)."""
     for rel in relations(Signal(bundle.signal)):
@@ -76,9 +106,8 @@ def check_ids(bundle: OtapBundle) -> None:
         kfield, keys = _column(parent, rel.parent_column)
         if not _plain(kfield):
             continue
-        found = pc.is_in(pid, value_set=keys.drop_null())
-        if not pc.all(found).as_py():
-            bad = pc.filter(pid, pc.invert(found))
+        if not _all_in(pid, keys):
+            bad = pc.filter(pid, pc.invert(pc.is_in(pid, value_set=keys.drop_null())))
             raise EncodingError(
                 f"{rel.child.name}.parent_id: {len(bad)} value(s) out of range (e.g. {bad[0].as_py()}): "
                 f"no {rel.parent.name}.{rel.parent_column} has that id"
