@@ -98,12 +98,19 @@ class TableEncoder:
         self.roots = build_tree(schema, dictionary_limit=dictionary_limit, reset_threshold=reset_threshold)
         self.route_key: tuple[str, str] | None = None
         self.last_schema: pa.Schema | None = None
+        self._last_input: pa.Schema | None = None  # input schema of the last committed batch
+        self._last_signature = ""
 
     # -- feed: inspect once, derive events -------------------------------------------------
     def plan(self, batch: pa.RecordBatch) -> TablePlan:
         plan = TablePlan(batch)
         for node, column in zip(self.roots, batch.columns):
             self._inspect(node, column, plan)
+        if not plan.events and self._last_input is not None and batch.schema.equals(self._last_input, check_metadata=True):
+            # no event, same input schema (metadata included): the emitted schema cannot change
+            assert self.last_schema is not None and self.route_key is not None
+            plan.schema, plan.signature, plan.route_key = self.last_schema, self._last_signature, self.route_key
+            return plan
         fields = [
             f for node, inp in zip(self.roots, batch.schema) if (f := self._emitted_field(node, inp, plan)) is not None
         ]
@@ -244,6 +251,8 @@ class TableEncoder:
                     node.union.seen = plan.unions[id(node)]
         self.route_key = plan.route_key
         self.last_schema = plan.schema
+        self._last_input = plan.batch.schema
+        self._last_signature = plan.signature
 
 
 def _metadata_key(schema: pa.Schema) -> str:
