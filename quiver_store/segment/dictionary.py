@@ -170,24 +170,25 @@ def unified_schema(schema: pa.Schema, unions: Mapping[Path, DictionaryUnion]) ->
     return out
 
 
-def _attach(arr: pa.Array, target: pa.DataType, prefix: Path, values: Mapping[Path, pa.Array]) -> pa.Array:
-    """Rebuild `arr` with the unified dictionaries attached at the paths below `prefix`."""
+def _attach(
+    arr: pa.Array, target: pa.DataType, prefix: Path, values: Mapping[Path, pa.Array], inner: frozenset[Path]
+) -> pa.Array:
+    """Rebuild `arr` with the unified dictionaries attached at the paths below `prefix`
+    (`inner`: every proper prefix of those paths, so untouched children are kept as they are)."""
     if pat.is_dictionary(target):
         dictionary = values[prefix]
         indices = arr.indices
-        if len(arr.dictionary) == len(dictionary) and indices.type == target.index_type:
-            return arr if arr.dictionary is dictionary else pa.DictionaryArray.from_arrays(
-                indices, dictionary, safe=False
-            )
         if indices.type != target.index_type:
             indices = indices.cast(target.index_type)
+        elif arr.dictionary is dictionary:
+            return arr
         return pa.DictionaryArray.from_arrays(indices, dictionary, safe=False)
     children = []
     for i in range(target.num_fields):
         child = arr.field(i)
         path = (*prefix, i)
-        if any(p[: len(path)] == path for p in values):
-            child = _attach(child, target.field(i).type, path, values)
+        if path in values or path in inner:
+            child = _attach(child, target.field(i).type, path, values, inner)
         children.append(child)
     mask = arr.is_null() if arr.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
@@ -223,11 +224,12 @@ def unify_chunks(
     fast = all(u.prefix and struct_only(schema, p) and _distinct(u.values) for p, u in unions.items())
     if fast:
         values = {p: u.values for p, u in unions.items()}
+        inner = frozenset(p[:k] for p in values for k in range(1, len(p)))
         top = {p[0] for p in values}
         out = []
         for chunk in chunks:
             cols = [
-                _attach(col, target.field(i).type, (i,), values) if i in top else col
+                _attach(col, target.field(i).type, (i,), values, inner) if i in top else col
                 for i, col in enumerate(chunk.columns)
             ]
             out.append(pa.RecordBatch.from_arrays(cols, schema=target))
