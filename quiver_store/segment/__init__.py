@@ -4,6 +4,26 @@ representative-schema view across segments."""
 from .accumulator import OpenSegment
 from .info import SegmentInfo, StreamInfo
 from .reader import SegmentReader
+from .schema_view import (
+    conform_batch,
+    load_batches,
+    load_dataset,
+    load_table,
+    representative_schema,
+    slot_schema,
+)
 from .writer import write_segment
 
-__all__ = ["OpenSegment", "SegmentInfo", "SegmentReader", "StreamInfo", "write_segment"]
+__all__ = [
+    "OpenSegment",
+    "SegmentInfo",
+    "SegmentReader",
+    "StreamInfo",
+    "conform_batch",
+    "load_batches",
+    "load_dataset",
+    "load_table",
+    "representative_schema",
+    "slot_schema",
+    "write_segment",
+]

@@ -44,7 +44,7 @@ class StreamAccumulator:
     batches: int = 0  # record batches the chunks are coalesced into
     _batch_rows: int = 0
     _batch_bytes: int = 0
-    _message_bytes: int = -1  # IPC metadata of one record batch of this schema (0 rows)
+    _message_bytes: int = -1  # IPC metadata size of one record batch of this schema (-1: not measured yet)
     _message_bytes_rows: int = 0  # rows of the batch _message_bytes was measured on (0 or 1)
     _padding: int = 0  # expected alignment padding of one chunk's buffers, absent once concatenated
     dictionaries: dict[Path, DictionaryUnion] = field(default_factory=dict)
