@@ -37,6 +37,14 @@ def test_union_of_columns_in_first_appearance_order_with_widest_types():
     assert representative_schema([a]).field("id").nullable is False
 
 
+def test_dictionary_index_of_same_width_prefers_unsigned():
+    i8 = pa.dictionary(pa.int8(), pa.string())
+    rep = representative_schema([pa.schema([("k", i8)]), pa.schema([("k", U8)])])
+    assert rep.field("k").type == U8
+    batch = pa.record_batch({"k": pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int8()), pa.array(["a", "b"]))})
+    assert conform_batch(batch, rep).column("k").to_pylist() == ["b", "a"]
+
+
 def test_irreconcilable_types_raise():
     with pytest.raises(QuiverError, match="column x: types string and struct"):
         representative_schema([pa.schema([("x", pa.string())]), pa.schema([("x", pa.struct([("y", pa.int8())]))])])

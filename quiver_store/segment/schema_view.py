@@ -24,7 +24,8 @@ from .reader import SegmentReader
 def _wider_index(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     if a.bit_width != b.bit_width:
         return a if a.bit_width > b.bit_width else b
-    return a  # same width: the first seen wins (deterministic)
+    # same width: indices are never negative, so the unsigned one holds both
+    return b if pat.is_signed_integer(a) and not pat.is_signed_integer(b) else a
 
 
 def _merge_type(a: pa.DataType, b: pa.DataType, where: str, strict: bool = True) -> pa.DataType:
