@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quiver_store.bundle import RecordBundle
 from quiver_store.config import SegmentConfig
@@ -95,3 +97,37 @@ def test_load_table_and_dataset_across_segments(tmp_path):
     assert dataset.to_table(filter=ds.field("severity_text") == "DEBUG").num_rows == 4
     with pytest.raises(QuiverError, match="slot 31 has no stream in the 2 segment"):
         load_table([p1, p2], 31)
+
+
+_KINDS = {
+    "int32": lambda n: pa.array(range(n), pa.int32()),
+    "int64": lambda n: pa.array(range(n), pa.int64()),
+    "str": lambda n: pa.array([f"s{i % 3}" for i in range(n)]),
+    "dict8": lambda n: dict_array([i % 3 for i in range(n)], ["s0", "s1", "s2"]),
+    "dict16": lambda n: dict_array([i % 3 for i in range(n)], ["s0", "s1", "s2"], pa.uint16()),
+}
+_NUMERIC = {"int32", "int64"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(sorted(_KINDS)), min_size=1), min_size=1, max_size=5), st.integers(0, 4))
+def test_conforming_random_schemas_keeps_values(specs, rows):
+    # one "family" per column so types stay reconcilable: numeric columns stay numeric
+    family = {}
+    batches = []
+    for spec in specs:
+        cols = {}
+        for name, kind in spec.items():
+            numeric = kind in _NUMERIC
+            family.setdefault(name, numeric)
+            if family[name] != numeric:
+                kind = "int64" if family[name] else "str"
+            cols[name] = _KINDS[kind](rows)
+        batches.append(pa.record_batch(cols))
+    rep = representative_schema([b.schema for b in batches])
+    table = pa.Table.from_batches([conform_batch(b, rep) for b in batches], schema=rep)
+    assert table.num_rows == rows * len(batches)
+    for b, start in zip(batches, range(0, table.num_rows, max(rows, 1))):
+        for name in b.schema.names:
+            got = table.column(name).slice(start, rows).to_pylist()
+            assert got == plain(b).column(name).to_pylist()
