@@ -17,6 +17,7 @@ from .errors import (
     StoreFullError,
 )
 from .layout import DEFAULT_LAYOUT, Layout
+from .segment import SegmentReader, load_dataset, load_table, representative_schema
 from .segment.info import SegmentInfo, StreamInfo
 from .subscriber.subscription import Delivery, Subscription
 
@@ -33,6 +34,7 @@ __all__ = [
     "RetentionConfig",
     "SegmentConfig",
     "SegmentInfo",
+    "SegmentReader",
     "StoreClosedError",
     "StoreConfig",
     "StoreFullError",
@@ -42,5 +44,8 @@ __all__ = [
     "WalConfig",
     "core_path",
     "default_fingerprint",
+    "load_dataset",
+    "load_table",
     "open_cores",
+    "representative_schema",
 ]
