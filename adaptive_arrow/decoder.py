@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, signal_of
+from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, reference_schema, signal_of
 from quiver_store.bundle import RecordBundle
 
 from . import transport
 from .envelope import BatchArrowRecords
 from .errors import AdaptiveArrowError, DecodingError
-from .restore import restore_payload
+from .restore import RestorePlan
 from .stream import StreamReader
 
 _ROOT_SIGNAL = {int(pt): s for s, pt in ROOT_PAYLOAD.items()}
@@ -46,6 +46,7 @@ class Decoder:
     def __init__(self, signal: Signal | str | None = None):
         self.signal = Signal(signal) if signal is not None else None
         self._readers: dict[PayloadType, StreamReader] = {}
+        self._plans: dict[PayloadType, RestorePlan] = {}  # last restore plan per payload type
 
     def _infer_signal(self, tables: dict[PayloadType, pa.RecordBatch], where: str) -> Signal:
         signals = {s for pt in tables if (s := signal_of(pt)) is not None}
@@ -92,10 +93,12 @@ class Decoder:
             tables[pt] = self._restore(batch, pt, at)
         return self._bundle(tables, self._infer_signal(tables, where), where)
 
-    @staticmethod
-    def _restore(batch: pa.RecordBatch, pt: PayloadType, where: str) -> pa.RecordBatch:
+    def _restore(self, batch: pa.RecordBatch, pt: PayloadType, where: str) -> pa.RecordBatch:
+        plan = self._plans.get(pt)
         try:
-            return restore_payload(batch, pt)
+            if plan is None or not batch.schema.equals(plan.source, check_metadata=True):
+                plan = self._plans[pt] = RestorePlan(batch.schema, reference_schema(pt), pt.name)
+            return plan.apply(batch, pt.name)
         except DecodingError:
             raise
         except (pa.ArrowException, ValueError, TypeError, KeyError, IndexError) as exc:

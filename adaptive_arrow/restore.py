@@ -12,8 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
-from otap_model import PayloadType, reference_schema
-
 from .errors import DecodingError
 from .table_encoder import union_parts
 
@@ -103,24 +101,38 @@ def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length:
     return array
 
 
+class RestorePlan:
+    """How to restore records of one emitted schema: per reference field, the restored field and
+    the emitted column it comes from. Built once per schema; columns whose emitted type already
+    is the restored type are passed through without a visit."""
+
+    def __init__(self, schema: pa.Schema, reference: pa.Schema, where: str):
+        names = set(reference.names)
+        unknown = [n for n in schema.names if n not in names]
+        if unknown:
+            raise DecodingError(f"{where}: columns {unknown} are not in the reference schema")
+        self.source = schema
+        self.columns: list[tuple[pa.Field, pa.Field, int, bool]] = []  # (ref, out, emitted index, as is)
+        for ref in reference:
+            idx = schema.get_field_index(ref.name)
+            got = schema.field(idx) if idx >= 0 else None
+            out = _restore_field(ref, got)
+            self.columns.append((ref, out, idx, got is not None and got.type.equals(out.type)))
+        self.schema = pa.schema([out for _, out, _, _ in self.columns], metadata=schema.metadata)
+
+    def apply(self, batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
+        columns = []
+        for ref, out, idx, as_is in self.columns:
+            if as_is:
+                columns.append(batch.column(idx))
+                continue
+            try:
+                columns.append(_restore_array(ref, out, batch.column(idx) if idx >= 0 else None, batch.num_rows))
+            except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
+                raise DecodingError(f"{where}.{ref.name}: cannot restore the plain column: {exc}") from exc
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
 def restore_table(batch: pa.RecordBatch, reference: pa.Schema, where: str) -> pa.RecordBatch:
     """`batch` (an adaptive record) in the plain shape of `reference`."""
-    names = set(reference.names)
-    unknown = [n for n in batch.schema.names if n not in names]
-    if unknown:
-        raise DecodingError(f"{where}: columns {unknown} are not in the reference schema")
-    fields, columns = [], []
-    for ref in reference:
-        idx = batch.schema.get_field_index(ref.name)
-        got = batch.schema.field(idx) if idx >= 0 else None
-        out = _restore_field(ref, got)
-        try:
-            columns.append(_restore_array(ref, out, batch.column(idx) if idx >= 0 else None, batch.num_rows))
-        except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
-            raise DecodingError(f"{where}.{ref.name}: cannot restore the plain column: {exc}") from exc
-        fields.append(out)
-    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
-
-
-def restore_payload(batch: pa.RecordBatch, payload_type: PayloadType) -> pa.RecordBatch:
-    return restore_table(batch, reference_schema(payload_type), payload_type.name)
+    return RestorePlan(batch.schema, reference, where).apply(batch, where)
