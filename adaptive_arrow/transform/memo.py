@@ -207,6 +207,15 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 _NO_BYTES = np.empty(0, dtype=np.uint8)
 
 
+def _valid_mask(array: pa.Array) -> np.ndarray:
+    """Boolean numpy mask of the array's valid slots."""
+    buf = array.buffers()[0]
+    if buf is None:
+        return pc.is_valid(array).to_numpy(zero_copy_only=False)
+    bits = np.unpackbits(np.frombuffer(buf, dtype=np.uint8), bitorder="little")
+    return bits[array.offset : array.offset + len(array)].view(np.bool_)
+
+
 class HashMemo:
     """Numba hash memo of binary-like or fixed-width values (see the module docstring)."""
 
@@ -238,7 +247,8 @@ class HashMemo:
         n = len(array)
         if array.null_count == n:
             return np.zeros(n, dtype=np.int32)
-        local = pc.dictionary_encode(array)
+        sparse = 2 * array.null_count > n  # mostly nulls: hash the valid values only
+        local = pc.dictionary_encode(array.drop_null() if sparse else array)
         distinct = local.dictionary
         d = len(distinct)
         buffers = distinct.buffers()
@@ -266,8 +276,12 @@ class HashMemo:
             data, offsets, d, self.width, self._table, self._hashes, self._data, self._offsets, self.size, mapping
         )
         indices = local.indices
-        raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + n]
-        return mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
+        raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + len(indices)]
+        if not sparse:
+            return mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
+        out = np.zeros(n, dtype=np.int32)
+        out[_valid_mask(array)] = mapping.take(raw)
+        return out
 
     def values(self, size: int) -> pa.Array:
         """The first `size` dictionary values (zero-copy over the memo's append-only bytes)."""
