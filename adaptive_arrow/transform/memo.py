@@ -278,7 +278,10 @@ class HashMemo:
         indices = local.indices
         raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + len(indices)]
         if not sparse:
-            return mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
+            out = mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
+            if array.null_count:
+                out[~_valid_mask(array)] = 0  # as dictionary_encode leaves them (same wire bytes)
+            return out
         out = np.zeros(n, dtype=np.int32)
         out[_valid_mask(array)] = mapping.take(raw)
         return out
