@@ -1,0 +1,172 @@
+"""Where the adaptive encoder's time goes: per signal and per payload type, as multiples of a plain
+``pyarrow.ipc`` stream write of the same tables.
+
+Each phase is timed by wrapping the function that implements it with ``time.perf_counter``
+(no profiler, so the split adds only a few microseconds per call). Phases:
+
+* validate: ``check_bundle`` (schemas, parent ids);
+* sort: ``transport.optimize`` (only with ``--sort``);
+* hash (pyarrow): ``pc.dictionary_encode`` of each dictionary column's batch values;
+* memo lookups: the numba stream-dictionary lookups of each batch's distinct values;
+* feed/correct, rest: the remainder of ``TableEncoder.plan`` (inspection, events, schema);
+* build: ``TableEncoder.build`` (emitting the adaptive record);
+* IPC write: ``StreamWriter.write``; envelope: ``BatchArrowRecords.to_bytes``;
+* other: what is left of the whole encode (commit, routing, bookkeeping).
+
+Every phase is the median over ``--repeat`` runs (the first run, which loads numba's cache, is
+dropped); the plain write is the minimum over the same runs. Pinned to core 0, Arrow single-threaded.
+
+Run:  .venv/bin/python -m benchmarks.encoder_phases [--rows 20000] [--batch-size 5000] [--repeat 9] [--sort]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import adaptive_arrow.encoder as encoder_module
+import adaptive_arrow.transform.memo as memo_module
+import otap_model
+from adaptive_arrow import BatchArrowRecords, Encoder, EncoderConfig
+from adaptive_arrow.stream import StreamWriter
+from adaptive_arrow.table_encoder import TableEncoder
+from otap_model import OtapBundle, Signal
+
+PHASES = ("validate", "sort", "hash (pyarrow)", "memo lookups", "feed/correct, rest", "build", "IPC write", "envelope")
+
+
+class Clock:
+    """Accumulates wall time per (phase, payload type) while wrapped functions run."""
+
+    def __init__(self) -> None:
+        self.total: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.payload = "-"
+
+    def wrap(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.total[(phase, self.payload)] += time.perf_counter() - t0
+
+        return timed
+
+
+def install(clock: Clock) -> None:
+    """Wrap the phase functions (module attributes, so the encoder's own calls are timed)."""
+    encoder_module.check_bundle = clock.wrap(encoder_module.check_bundle, "validate")
+    opt = encoder_module.transport.optimize
+    encoder_module.transport = type("T", (), {"optimize": staticmethod(clock.wrap(opt, "sort"))})  # type: ignore[assignment]
+    memo_module.pc = type("PC", (), {"dictionary_encode": staticmethod(clock.wrap(pc.dictionary_encode, "hash (pyarrow)"))})  # type: ignore[assignment]
+    memo_module._insert = clock.wrap(memo_module._insert, "memo lookups")
+    plan, build = TableEncoder.plan, TableEncoder.build
+
+    def timed_plan(self: TableEncoder, batch: pa.RecordBatch) -> Any:
+        clock.payload = self.payload_type.name
+        return clock.wrap(plan, "plan")(self, batch)
+
+    def timed_build(self: TableEncoder, p: Any) -> Any:
+        clock.payload = self.payload_type.name
+        return clock.wrap(build, "build")(self, p)
+
+    TableEncoder.plan = timed_plan  # type: ignore[method-assign]
+    TableEncoder.build = timed_build  # type: ignore[method-assign]
+    StreamWriter.write = clock.wrap(StreamWriter.write, "IPC write")  # type: ignore[method-assign]
+    BatchArrowRecords.to_bytes = clock.wrap(BatchArrowRecords.to_bytes, "envelope")  # type: ignore[method-assign]
+
+
+def plain_write(bundles: list[OtapBundle]) -> float:
+    t0 = time.perf_counter()
+    sinks: dict[int, tuple[io.BytesIO, pa.ipc.RecordBatchStreamWriter]] = {}
+    for b in bundles:
+        for pt, batch in b.tables.items():
+            if pt not in sinks:
+                sink = io.BytesIO()
+                sinks[pt] = (sink, pa.ipc.new_stream(sink, batch.schema))
+            sink, writer = sinks[pt]
+            writer.write_batch(batch)
+            sink.seek(0)
+            sink.truncate()
+    return time.perf_counter() - t0
+
+
+def measure(signal: Signal, bundles: list[OtapBundle], config: EncoderConfig, repeat: int, clock: Clock):  # type: ignore[no-untyped-def]
+    runs: list[tuple[float, collections.Counter[tuple[str, str]]]] = []
+    plain = float("inf")
+    for _ in range(repeat + 1):
+        clock.total.clear()
+        clock.payload = "-"
+        t0 = time.perf_counter()
+        enc = Encoder(signal, config)
+        for b in bundles:
+            enc.encode(b).to_bytes()
+        runs.append((time.perf_counter() - t0, collections.Counter(clock.total)))
+        plain = min(plain, plain_write(bundles))
+    return runs[1:], plain
+
+
+def split(counter: collections.Counter[tuple[str, str]]) -> dict[str, float]:
+    """Phase totals, with the hashing and lookups taken out of plan."""
+    by_phase: collections.Counter[str] = collections.Counter()
+    for (phase, _), t in counter.items():
+        by_phase[phase] += t
+    by_phase["feed/correct, rest"] = by_phase.pop("plan", 0.0) - by_phase["hash (pyarrow)"] - by_phase["memo lookups"]
+    return dict(by_phase)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=20000)
+    parser.add_argument("--batch-size", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sort", action="store_true")
+    args = parser.parse_args(argv)
+    if hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {0})
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    clock = Clock()
+    install(clock)
+    config = EncoderConfig(sort=args.sort)
+    print(f"### Encoder time split (sort={args.sort}; {args.rows} root records in batches of {args.batch_size}; "
+          f"median of {args.repeat} runs, in multiples of the plain IPC write)\n")
+    print("| signal | plain write ms | encode | " + " | ".join(PHASES) + " | other |")
+    print("|---|---|---|" + "---|" * (len(PHASES) + 1))
+    per_payload: dict[str, list[tuple[str, float]]] = {}
+    for signal in Signal:
+        bundles = list(otap_model.generate(signal, args.rows, batch_size=args.batch_size, seed=args.seed))
+        runs, plain = measure(signal, bundles, config, args.repeat, clock)
+        total = statistics.median(t for t, _ in runs)
+        phases = {p: statistics.median(split(c).get(p, 0.0) for _, c in runs) for p in PHASES}
+        other = total - sum(phases.values())
+        cells = " | ".join(f"{phases[p] / plain:.2f}x" for p in PHASES)
+        print(f"| {signal.value} | {plain * 1000:.2f} | {total / plain:.1f}x | {cells} | {other / plain:.2f}x |")
+        payloads = {pt for _, c in runs for (_, pt) in c if pt != "-"}
+        per_payload[signal.value] = sorted(
+            ((pt, statistics.median(sum(t for (ph, p), t in c.items() if p == pt and ph in ("plan", "build")) for _, c in runs)) for pt in payloads),
+            key=lambda item: -item[1],
+        )
+        per_payload[signal.value] = [(pt, t / plain) for pt, t in per_payload[signal.value]]
+    print("\n### Feed/correct (hashing included) + build per payload type (top 4 per signal, multiples of the plain write)\n")
+    print("| signal | payload types |")
+    print("|---|---|")
+    for signal_name, items in per_payload.items():
+        print(f"| {signal_name} | " + ", ".join(f"{pt} {x:.2f}x" for pt, x in items[:4]) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
