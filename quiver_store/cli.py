@@ -115,7 +115,9 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
 
 
 # -- verify ----------------------------------------------------------------------------------------
-def _verify_wal_file(fs: FileSystem, path: str) -> tuple[int, list[str]]:
+def _verify_wal_file(fs: FileSystem, path: str, *, active: bool) -> tuple[int, list[str]]:
+    """Count valid entries and list damage; punched holes and the zeroed tail of the active file
+    (everything reclaimed) are normal states, not damage."""
     data = fs.read_file(path)
     try:
         h = decode_header(data, path)
@@ -126,7 +128,8 @@ def _verify_wal_file(fs: FileSystem, path: str) -> tuple[int, list[str]]:
     entries, errors = 0, []
     for item in scan(memoryview(data), HEADER_LEN, resync=True):
         if isinstance(item, Damage):
-            if item.kind != "hole":
+            reclaimed = item.kind == "hole" or (active and item.kind == "torn" and item.reason == "zero-filled tail")
+            if not reclaimed:
                 what = "corrupt entry" if item.kind == "corrupt" else "invalid tail (torn write or corruption)"
                 errors.append(f"{path} at offset {item.offset}: {what}: {item.reason} ({item.length} bytes)")
         else:
@@ -140,8 +143,8 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     table = Table(title=f"verify {args.path}")
     for col in ("file", "checked", "result"):
         table.add_column(col)
-    for _, path in _wal_files(fs, wal_dir):
-        n, errs = _verify_wal_file(fs, path)
+    for generation, path in _wal_files(fs, wal_dir):
+        n, errs = _verify_wal_file(fs, path, active=generation is None)
         errors += errs
         table.add_row(os.path.relpath(path, args.path), f"{n} entries", "[red]CORRUPT" if errs else "[green]ok")
     side = os.path.join(wal_dir, sidecar.NAME)
@@ -205,7 +208,7 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
                         "segment": seq,
                         "bundle": index,
                         "ingestion_time_ns": bundle.ingestion_time_ns,
-                        "slots": {str(s): b.to_pylist() for s, b in bundle.slots.items()},
+                        "slots": {str(s): _json_rows(b) for s, b in bundle.slots.items()},
                     }
                     out.write(json.dumps(row, default=_json_default) + "\n")
                     continue
@@ -214,6 +217,24 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
                     with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
                         w.write_batch(batch)
     return 0
+
+
+def _json_rows(batch: pa.RecordBatch) -> list[dict]:
+    """Rows with JSON-friendly types: times as integer nanoseconds, dictionaries as their values."""
+    schema = pa.schema([f.with_type(_json_type(f.type)) for f in batch.schema])
+    return batch.cast(schema).to_pylist()
+
+
+def _json_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(t) or pa.types.is_duration(t):
+        return pa.int64()
+    if pa.types.is_dictionary(t):
+        return _json_type(t.value_type)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_json_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_json_type(t.value_type)))
+    return t
 
 
 # -- replay ----------------------------------------------------------------------------------------

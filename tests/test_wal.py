@@ -273,6 +273,26 @@ def test_strict_refuses_naming_file_and_offset(tmp_path):
         assert store.stats()["corrupt_entries"] == 1
 
 
+@pytest.mark.parametrize("recovery", ["point_in_time", "skip_corrupt"])
+def test_flipped_bit_in_a_complete_last_entry_is_reported_and_quarantined_not_dropped(tmp_path, recovery):
+    receipts, wal = _corrupt_middle(tmp_path, n=3, victim=2)
+    last = wal.read_bytes()[receipts[2].wal_offset :]
+    cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery=recovery))
+    with QuiverStore.open(tmp_path, cfg) as store:
+        stats = store.stats()
+        assert stats["corrupt_entries"] == 1 and stats["torn_tail_bytes"] == 0
+        report = stats["corruption_reports"][0]
+        assert report["offset"] == receipts[2].wal_offset and "complete final entry" in report["error"]
+    with QuiverStore.open(tmp_path, cfg) as store:
+        assert all_values(store) == [0, 1]
+    quarantine = list((tmp_path / "wal" / "quarantine").iterdir())
+    assert [q.read_bytes() for q in quarantine] == [last]
+    strict = StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery="strict"))
+    _corrupt_middle(tmp_path / "again", n=3, victim=2)
+    with pytest.raises(CorruptionError, match="complete final entry"):
+        QuiverStore.open(tmp_path / "again", strict)
+
+
 def test_corrupted_length_prefix_is_corruption_not_a_torn_tail(tmp_path):
     offsets = frames_file(str(tmp_path / "quiver.wal"), 5)
     path = tmp_path / "quiver.wal"

@@ -1,9 +1,10 @@
 """Sequential frame scanner: valid entries, torn tails, holes and corruption, told apart.
 
 A failure at offset p is classified by looking for the next valid frame (plausible length, known
-entry type, matching CRC32C) after p: none -> torn tail (a normal end of log); found and the bytes
-between are all zero -> a hole (a punched prefix or a quarantined region zeroed by us); found
-otherwise -> corruption. The candidate search is vectorised with numpy.
+entry type, matching CRC32C) after p: none -> torn tail (a normal end of log), unless the failing
+frame is complete and only its CRC is wrong (damage, reported and quarantined like any other);
+found and the bytes between are all zero -> a hole (a punched prefix or a quarantined region
+zeroed by us); found otherwise -> corruption. The candidate search is vectorised with numpy.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .format import (
 
 KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE,)
 _WINDOW = 1 << 22
+CRC_MISMATCH = "CRC32C mismatch"
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def frame_at(data: memoryview, pos: int) -> Entry | str:
     body = data[pos + LEN.size : pos + LEN.size + length]
     (stored,) = CRC.unpack_from(data, pos + LEN.size + length)
     if crc32c.crc32c(body) != stored:
-        return "CRC32C mismatch"
+        return CRC_MISMATCH
     entry_type, ts, seq, bitmap = ENTRY_HEAD.unpack_from(body, 0)
     return Entry(entry_type, ts, seq, bitmap, body, pos, FRAME_OVERHEAD + length)
 
@@ -104,6 +106,10 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
         nxt = find_next_frame(data, pos, hint)
         if nxt is None:
             zero = _all_zero(data, pos, end)
+            if found == CRC_MISMATCH and not zero:
+                # The whole frame is there but its bytes are wrong: damage, not an interrupted append.
+                yield Damage("corrupt", pos, end - pos, "CRC32C mismatch in a complete final entry", None)
+                return
             yield Damage("torn", pos, end - pos, "zero-filled tail" if zero else found, None)
             return
         if _all_zero(data, pos, nxt):

@@ -145,7 +145,8 @@ def _damage(plan: RecoveryPlan, fscan: FileScan, d: Damage, path: str, last_file
         return True
     # Damage followed by more log (or a damaged rotated chunk) is corruption, not a torn write.
     reason = d.reason if d.kind == "corrupt" else f"rotated chunk ends in {d.length} invalid bytes ({d.reason})"
-    err = CorruptionError(f"corrupt WAL entry ({reason}); {d.length} bytes until the next valid frame", path, d.offset)
+    extent = "until the next valid frame" if d.next_valid is not None else "to the end of the file"
+    err = CorruptionError(f"corrupt WAL entry ({reason}); {d.length} bytes {extent}", path, d.offset)
     plan.corruptions.append(err)
     if mode == "strict":
         raise CorruptionError(
