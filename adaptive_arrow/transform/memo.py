@@ -101,29 +101,41 @@ def _same(a: np.ndarray, s: int, b: np.ndarray, t: int, length: int) -> bool:
 def _insert(
     data: np.ndarray,
     offsets: np.ndarray,
+    start: int,
     n: int,
     width: int,
+    bitmap: np.ndarray,
     table: np.ndarray,
     hashes: np.ndarray,
+    stamps: np.ndarray,
+    stamp: int,
     dict_data: np.ndarray,
     dict_offsets: np.ndarray,
     size: int,
     out: np.ndarray,
-) -> int:
-    """Look up (inserting when new) the n distinct values of a batch; their indices go to ``out``.
+) -> tuple[int, int]:
+    """Look up (inserting when new) values start..start+n-1; their indices go to ``out``.
 
     ``width`` > 0: fixed-width values of that many bytes; 0: binary-like values delimited by
-    ``offsets``. Returns the dictionary size afterwards. The caller guarantees room for n more
-    entries and a table at most half full afterwards.
+    ``offsets``. ``bitmap`` (empty: no nulls) is the Arrow validity bitmap, indexed like the
+    values; null slots get index 0. Returns (dictionary size afterwards, distinct values seen),
+    counting distinct values by stamping each entry with ``stamp``. The caller guarantees room
+    for n more entries and a table at most half full afterwards.
     """
     mask = np.uint64(table.size - 1)
+    check = bitmap.size != 0
+    distinct = 0
     for i in range(n):
+        p = start + i
+        if check and not (bitmap[p >> 3] >> (p & 7)) & 1:
+            out[i] = 0
+            continue
         if width:
-            s = np.int64(i * width)
+            s = np.int64(p * width)
             e = s + width
         else:
-            s = np.int64(offsets[i])
-            e = np.int64(offsets[i + 1])
+            s = np.int64(offsets[p])
+            e = np.int64(offsets[p + 1])
         length = e - s
         h = _hash(data, s, e)
         slot = h & mask
@@ -138,6 +150,8 @@ def _insert(
                 dict_data[ds : ds + length] = data[s:e]
                 table[slot] = size
                 hashes[size] = h
+                stamps[size] = stamp
+                distinct += 1
                 out[i] = size
                 size += 1
                 break
@@ -149,10 +163,13 @@ def _insert(
                     ds = np.int64(dict_offsets[idx])
                     same = dict_offsets[idx + 1] - ds == length
                 if same and _same(dict_data, ds, data, s, length):
+                    if stamps[idx] != stamp:
+                        stamps[idx] = stamp
+                        distinct += 1
                     out[i] = idx
                     break
             slot = (slot + np.uint64(1)) & mask
-    return size
+    return size, distinct
 
 
 @_compile
@@ -228,6 +245,9 @@ class HashMemo:
         self.committed = 0
         self._table = np.full(16, _EMPTY, dtype=np.int32)
         self._hashes = np.empty(8, dtype=np.uint64)
+        self._stamps = np.zeros(8, dtype=np.int64)  # last batch that saw each entry
+        self._stamp = 0
+        self._direct = False  # hash through the memo alone (the last batch was mostly distinct)
         self._data = np.empty(64, dtype=np.uint8)
         self._offsets = np.zeros(9 if not self.width else 0, dtype=self._offset_dtype or np.int32)
 
@@ -238,53 +258,67 @@ class HashMemo:
     def encode(self, array: pa.Array) -> np.ndarray:
         """int32 stream indices of the batch's values (null slots 0); new values stay pending.
 
-        pyarrow hashes the batch (``dictionary_encode``); only its distinct values go through
-        the memo, and the batch's local indices are mapped to stream indices with one take.
+        Two ways: mostly repeated values are hashed by pyarrow (``dictionary_encode``, faster
+        per value) and only the batch's distinct values go through the memo, whose indices one
+        take spreads back; mostly distinct values (judged by the previous batch) and mostly-null
+        columns go through the memo directly (hashing twice, or visiting nulls, costs more).
         """
         if self.size > self.committed:
             _drop(self._hashes, self._table, self.committed, self.size)
             self.size = self.committed
         n = len(array)
-        if array.null_count == n:
+        valid = n - array.null_count
+        if valid == 0:
             return np.zeros(n, dtype=np.int32)
-        sparse = 2 * array.null_count > n  # mostly nulls: hash the valid values only
-        local = pc.dictionary_encode(array.drop_null() if sparse else array)
-        distinct = local.dictionary
-        d = len(distinct)
-        buffers = distinct.buffers()
-        if self.width:
-            data = np.frombuffer(buffers[1], dtype=np.uint8)[distinct.offset * self.width :]
-            offsets = self._offsets
-            new_bytes = d * self.width
-            used = self.size * self.width
+        self._stamp += 1
+        buf = array.buffers()[0]
+        sparse = 2 * array.null_count > n  # mostly nulls: the kernel skips them cheaply
+        if (self._direct or sparse) and (array.null_count == 0 or buf is not None):
+            out = np.empty(n, dtype=np.int32)
+            bitmap = np.frombuffer(buf, dtype=np.uint8) if array.null_count else _NO_BYTES
+            distinct = self._lookup(array, array.offset, n, valid, bitmap, out)
         else:
-            offsets = np.frombuffer(buffers[1], dtype=self._offset_dtype)[distinct.offset :]
-            data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else _NO_BYTES
-            new_bytes = int(offsets[d] - offsets[0])
-            used = int(self._offsets[self.size])
-            self._offsets = _grow(self._offsets, self.size + d + 1)
-        self._data = _grow(self._data, used + new_bytes)
-        self._hashes = _grow(self._hashes, self.size + d)
-        if 2 * (self.size + d) > self._table.size:
-            capacity = self._table.size
-            while 2 * (self.size + d) > capacity:
-                capacity *= 2
-            self._table = np.full(capacity, _EMPTY, dtype=np.int32)
-            _rehash(self._hashes, self.size, self._table)
-        mapping = np.empty(d, dtype=np.int32)
-        self.size = _insert(
-            data, offsets, d, self.width, self._table, self._hashes, self._data, self._offsets, self.size, mapping
-        )
-        indices = local.indices
-        raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + len(indices)]
-        if not sparse:
+            local = pc.dictionary_encode(array)
+            distinct_values = local.dictionary
+            distinct = len(distinct_values)
+            mapping = np.empty(distinct, dtype=np.int32)
+            self._lookup(distinct_values, distinct_values.offset, distinct, distinct, _NO_BYTES, mapping)
+            indices = local.indices
+            raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + n]
             out = mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
             if array.null_count:
                 out[~_valid_mask(array)] = 0  # as dictionary_encode leaves them (same wire bytes)
-            return out
-        out = np.zeros(n, dtype=np.int32)
-        out[_valid_mask(array)] = mapping.take(raw)
+        self._direct = 2 * distinct > valid
         return out
+
+    def _lookup(self, values: pa.Array, start: int, n: int, valid: int, bitmap: np.ndarray, out: np.ndarray) -> int:
+        """Run the kernel over values[start:start + n] (buffer positions) after making room."""
+        buffers = values.buffers()
+        if self.width:
+            data = np.frombuffer(buffers[1], dtype=np.uint8)
+            offsets = self._offsets
+            new_bytes = valid * self.width
+            used = self.size * self.width
+        else:
+            offsets = np.frombuffer(buffers[1], dtype=self._offset_dtype)
+            data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else _NO_BYTES
+            new_bytes = int(offsets[start + n] - offsets[start])
+            used = int(self._offsets[self.size])
+            self._offsets = _grow(self._offsets, self.size + valid + 1)
+        self._data = _grow(self._data, used + new_bytes)
+        self._hashes = _grow(self._hashes, self.size + valid)
+        self._stamps = _grow(self._stamps, self.size + valid)
+        if 2 * (self.size + valid) > self._table.size:
+            capacity = self._table.size
+            while 2 * (self.size + valid) > capacity:
+                capacity *= 2
+            self._table = np.full(capacity, _EMPTY, dtype=np.int32)
+            _rehash(self._hashes, self.size, self._table)
+        self.size, distinct = _insert(
+            data, offsets, start, n, self.width, bitmap, self._table, self._hashes, self._stamps, self._stamp,
+            self._data, self._offsets, self.size, out,
+        )
+        return int(distinct)
 
     def values(self, size: int) -> pa.Array:
         """The first `size` dictionary values (zero-copy over the memo's append-only bytes)."""
