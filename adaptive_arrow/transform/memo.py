@@ -60,7 +60,7 @@ def _load8(typingctx: Any, array: Any, index: Any) -> Any:
 def _word(data: np.ndarray, j: int, end: int) -> np.uint64:
     """Bytes data[j:min(j + 8, end)] as a little-endian u64, zero padded."""
     if j + 8 <= end:
-        return _load8(data, j)
+        return _load8(data, j)  # type: ignore[call-arg]
     w = np.uint64(0)
     shift = np.uint64(0)
     for k in range(j, end):
@@ -143,7 +143,7 @@ def _insert(
             idx = np.int64(table[slot])
             if idx == _EMPTY:
                 if width:
-                    ds = size * width
+                    ds = np.int64(size * width)
                 else:
                     ds = np.int64(dict_offsets[size])
                     dict_offsets[size + 1] = ds + length
@@ -157,7 +157,7 @@ def _insert(
                 break
             if hashes[idx] == h:
                 if width:
-                    ds = idx * width
+                    ds = np.int64(idx * width)
                     same = True
                 else:
                     ds = np.int64(dict_offsets[idx])
@@ -249,7 +249,7 @@ class HashMemo:
         self._stamp = 0
         self._direct = False  # hash through the memo alone (the last batch was mostly distinct)
         self._data = np.empty(64, dtype=np.uint8)
-        self._offsets = np.zeros(9 if not self.width else 0, dtype=self._offset_dtype or np.int32)
+        self._offsets: np.ndarray = np.zeros(9 if not self.width else 0, dtype=self._offset_dtype or np.int32)
 
     @staticmethod
     def supports(value_type: pa.DataType) -> bool:
