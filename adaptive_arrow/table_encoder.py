@@ -96,6 +96,7 @@ class TableEncoder:
         self.payload_type = payload_type
         self.reference = schema
         self.roots = build_tree(schema, dictionary_limit=dictionary_limit, reset_threshold=reset_threshold)
+        self._nodes = {id(node): node for root in self.roots for node in root.walk()}
         self.route_key: tuple[str, str] | None = None
         self.last_schema: pa.Schema | None = None
         self._last_input: pa.Schema | None = None  # input schema of the last committed batch
@@ -241,14 +242,16 @@ class TableEncoder:
 
     # -- commit: make the corrections permanent -------------------------------------------------
     def commit(self, plan: TablePlan) -> None:
-        for root in self.roots:
-            for node in root.walk():
-                if id(node) in plan.added:
-                    node.remove_optional()
-                if node.dictionary is not None and id(node) in plan.dictionaries:
-                    node.dictionary.commit(plan.dictionaries[id(node)])
-                if node.union is not None and id(node) in plan.unions:
-                    node.union.seen = plan.unions[id(node)]
+        for key in plan.added:
+            self._nodes[key].remove_optional()
+        for key, dplan in plan.dictionaries.items():
+            dictionary = self._nodes[key].dictionary
+            assert dictionary is not None
+            dictionary.commit(dplan)
+        for key, seen in plan.unions.items():
+            union = self._nodes[key].union
+            assert union is not None
+            union.seen = seen
         self.route_key = plan.route_key
         self.last_schema = plan.schema
         self._last_input = plan.batch.schema

@@ -68,16 +68,20 @@ class TransformNode:
 
     def fresh(self) -> TransformNode:
         """A copy with the initial state (optional fields absent, empty dictionaries), without
-        decoding annotations again: trees are cloned from a cached blueprint per schema."""
-        transforms: list[Transform] = []
+        decoding annotations again: trees are cloned from a cached blueprint per schema (which
+        itself is never mutated, so its derived attributes are copied as they are)."""
+        node = object.__new__(TransformNode)
+        node.field, node.name, node.path, node.kind = self.field, self.name, self.path, self.kind
+        node.present, node.dictionary, node.union = self.present, None, None
+        node.transforms = []
         for t in self.transforms:
             if isinstance(t, DictionaryTransform):
-                transforms.append(DictionaryTransform(t.value_type, t.ladder, t.threshold))
+                t = node.dictionary = DictionaryTransform(t.value_type, t.ladder, t.threshold)
             elif isinstance(t, UnionVariants):
-                transforms.append(UnionVariants(self.field.type))
-            else:
-                transforms.append(t)  # Identity and NoField are stateless
-        return TransformNode(self.field, self.path, transforms, [c.fresh() for c in self.children])
+                t = node.union = UnionVariants(self.field.type)
+            node.transforms.append(t)  # Identity and NoField are stateless
+        node.children = [c.fresh() for c in self.children]
+        return node
 
     def walk(self):  # type: ignore[no-untyped-def]
         yield self
