@@ -222,6 +222,7 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 _NO_BYTES = np.empty(0, dtype=np.uint8)
+_SMALL = 512  # rows up to which the direct path's lower fixed cost wins whatever the values
 
 
 def _valid_mask(array: pa.Array) -> np.ndarray:
@@ -260,8 +261,9 @@ class HashMemo:
 
         Two ways: mostly repeated values are hashed by pyarrow (``dictionary_encode``, faster
         per value) and only the batch's distinct values go through the memo, whose indices one
-        take spreads back; mostly distinct values (judged by the previous batch) and mostly-null
-        columns go through the memo directly (hashing twice, or visiting nulls, costs more).
+        take spreads back; mostly distinct values (judged by the previous batch), mostly-null
+        columns and small batches go through the memo directly (hashing twice, visiting nulls,
+        or the fixed cost of the pyarrow path would cost more).
         """
         if self.size > self.committed:
             _drop(self._hashes, self._table, self.committed, self.size)
@@ -273,7 +275,7 @@ class HashMemo:
         self._stamp += 1
         buf = array.buffers()[0]
         sparse = 2 * array.null_count > n  # mostly nulls: the kernel skips them cheaply
-        if (self._direct or sparse) and (array.null_count == 0 or buf is not None):
+        if (self._direct or sparse or n <= _SMALL) and (array.null_count == 0 or buf is not None):
             out = np.empty(n, dtype=np.int32)
             bitmap = np.frombuffer(buf, dtype=np.uint8) if array.null_count else _NO_BYTES
             distinct = self._lookup(array, array.offset, n, valid, bitmap, out)
