@@ -57,6 +57,31 @@ def _load8(typingctx: Any, array: Any, index: Any) -> Any:
     return types.uint64(array, index), codegen
 
 
+@intrinsic
+def _store8(typingctx: Any, array: Any, index: Any, value: Any) -> Any:
+    """Unaligned little-endian u64 store to array[index:index + 8] (the caller stays in bounds)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [args[1]])
+        builder.store(args[2], builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(array, index, types.uint64), codegen
+
+
+@_compile
+def _copy(src: np.ndarray, s: int, dst: np.ndarray, d: int, length: int) -> None:
+    """dst[d:d + length] = src[s:s + length], 8 bytes per step (slice assignment goes bytewise)."""
+    k = 0
+    while k + 8 <= length:
+        _store8(dst, d + k, _load8(src, s + k))  # type: ignore[call-arg]
+        k += 8
+    while k < length:
+        dst[d + k] = src[s + k]
+        k += 1
+
+
 def _word(data: np.ndarray, j: int, end: int) -> np.uint64:
     """Bytes data[j:min(j + 8, end)] as a little-endian u64, zero padded."""
     if j + 8 <= end:
@@ -147,7 +172,7 @@ def _insert(
                 else:
                     ds = np.int64(dict_offsets[size])
                     dict_offsets[size + 1] = ds + length
-                dict_data[ds : ds + length] = data[s:e]
+                _copy(data, s, dict_data, ds, length)
                 table[slot] = size
                 hashes[size] = h
                 stamps[size] = stamp
