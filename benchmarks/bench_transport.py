@@ -3,8 +3,8 @@ total, against a plain ``pyarrow.ipc`` stream write of the same plain tables.
 
     .venv/bin/python -m benchmarks.bench_transport [--batch-size 5000] [--batches 10] [--repeat 7]
 
-Each table's cost is its step of the top-down pass (parent id rewrite, sort, renumbering) plus the
-encoding of its id columns, timed around the same functions ``optimize`` calls; "total" times
+Each table's cost is its step of the top-down pass (parent id rewrite, sort, renumbering and the
+encoding of its id columns), timed around the function ``optimize`` calls per table; "total" times
 ``optimize`` itself (which also restores any encoded input first). The IPC baseline writes each
 plain table to an in-memory Arrow IPC stream (schema + one record batch, no compression). Times
 are the median over ``--repeat`` runs of the sum over ``--batches`` generated batches; the ratio
@@ -22,7 +22,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from adaptive_arrow.transport import optimize
-from adaptive_arrow.transport.optimizer import encode_ids, sort_and_renumber, top_down
+from adaptive_arrow.transport.optimizer import optimize_table, top_down
 from adaptive_arrow.transport.sort import DEFAULT_SORT_ORDERS
 from otap_model import OtapBundle, PayloadType, Signal, from_otlp, generate_otlp
 
@@ -50,8 +50,7 @@ def per_table(bundles: list[OtapBundle]) -> dict[PayloadType, tuple[int, float, 
             if table is None:
                 continue
             start = time.perf_counter()
-            step = sort_and_renumber(pt, table, parent, DEFAULT_SORT_ORDERS[pt], renumberings)
-            encode_ids(pt, step)
+            optimize_table(pt, table, parent, DEFAULT_SORT_ORDERS[pt], renumberings)
             spent = time.perf_counter() - start
             row = out[pt]
             row[0] += table.num_rows

@@ -235,7 +235,7 @@ def test_id_column_of_the_wrong_width_is_reported() -> None:
 
 
 def test_parent_ids_that_outgrow_the_child_column_are_reported() -> None:
-    mapping = Renumbering(old=np.array([0, 1], np.uint32), new=np.array([0, 70_000], np.uint32))
+    mapping = Renumbering(lut=np.array([0, 70_000], np.int64))
     with pytest.raises(TransportError, match=r"X: P\.id ids reach 70000, beyond the uint16 parent_id column"):
         mapping.apply(pa.array([0, 1], pa.uint16()), "X", "P.id")
 

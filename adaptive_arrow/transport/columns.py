@@ -7,6 +7,8 @@ encoded slot for slot, so whatever the input held comes back.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pyarrow as pa
 
@@ -56,8 +58,42 @@ def _with_encoding(field: pa.Field, encoding: str | None) -> pa.Field:
     return field.with_metadata(metadata) if metadata else field.remove_metadata()
 
 
+class SchemaCache:
+    """Values derived from a schema, computed once per distinct schema (field metadata included:
+    ``pa.Schema`` equality and hashing ignore it, so each hash bucket is checked with
+    ``equals(check_metadata=True)``). Batches of one stream share a handful of schemas, so
+    per-batch schema work becomes one dictionary lookup."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self._entries: dict[tuple[object, pa.Schema], list[tuple[pa.Schema, object]]] = {}
+        self._limit = limit
+
+    def get(self, tag: object, schema: pa.Schema) -> object | None:
+        for known, value in self._entries.get((tag, schema), ()):
+            if known is schema or known.equals(schema, check_metadata=True):
+                return value
+        return None
+
+    def put(self, tag: object, schema: pa.Schema, value: object) -> None:
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries.setdefault((tag, schema), []).append((schema, value))
+
+
+_ENCODED_PATHS = SchemaCache()
+_REPLACED = SchemaCache()
+
+
 def encoded_paths(schema: pa.Schema) -> list[tuple[str, str]]:
     """``(path, encoding)`` of every field (top level or struct child) carrying ``encoding``."""
+    found = _ENCODED_PATHS.get(None, schema)
+    if found is None:
+        found = _encoded_paths(schema)
+        _ENCODED_PATHS.put(None, schema, found)
+    return cast(list[tuple[str, str]], found)
+
+
+def _encoded_paths(schema: pa.Schema) -> list[tuple[str, str]]:
     found = []
     for field in schema:
         if (encoding := encoding_of(field)) is not None:
@@ -93,6 +129,60 @@ def replace_column(
     columns[index] = new_column
     schema = batch.schema.set(index, new_field)
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def replace_columns(batch: pa.RecordBatch, replaced: dict[str, tuple[pa.Array, str]]) -> pa.RecordBatch:
+    """The batch with each ``path`` of ``replaced`` holding its array, marked with its encoding.
+
+    The arrays keep the types of the columns they replace, so the new schema (and the struct types
+    of replaced struct children) depends only on the input schema and the replaced paths: it is
+    built once per input schema and reused.
+    """
+    if not replaced:
+        return batch
+    tag = tuple((path, encoding) for path, (_, encoding) in replaced.items())
+    plan = _REPLACED.get(tag, batch.schema)
+    if plan is None:
+        plan = _replacement_plan(batch.schema, tag)
+        _REPLACED.put(tag, batch.schema, plan)
+    schema, structs = cast(_Plan, plan)
+    columns = batch.columns
+    for path, (array, _) in replaced.items():
+        head, _, rest = path.partition(".")
+        if not rest:
+            columns[batch.schema.get_field_index(head)] = array
+    for index, (fields, children) in structs.items():
+        struct = batch.column(index)
+        arrays = [struct.field(i) for i in range(len(fields))]
+        for child_index, path in children:
+            arrays[child_index] = replaced[path][0]
+        mask = struct.is_null() if struct.null_count else None
+        columns[index] = pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+_Plan = tuple[pa.Schema, dict[int, tuple[list[pa.Field], list[tuple[int, str]]]]]
+
+
+def _replacement_plan(schema: pa.Schema, tag: tuple[tuple[str, str], ...]) -> _Plan:
+    """The output schema, and per struct column with replaced children its new child fields and
+    (child index, path) of each replaced child."""
+    structs: dict[int, tuple[list[pa.Field], list[tuple[int, str]]]] = {}
+    for path, encoding in tag:
+        head, _, rest = path.partition(".")
+        index = schema.get_field_index(head)
+        field = schema.field(index)
+        if rest:
+            fields, children = structs.setdefault(index, (list(field.type), []))
+            child_index = field.type.get_field_index(rest)
+            fields[child_index] = _with_encoding(fields[child_index], encoding)
+            children.append((child_index, path))
+        else:
+            schema = schema.set(index, _with_encoding(field, encoding))
+    for index, (fields, _) in structs.items():
+        field = schema.field(index)
+        schema = schema.set(index, pa.field(field.name, pa.struct(fields), field.nullable, field.metadata))
+    return schema, structs
 
 
 def unsigned_values(array: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:

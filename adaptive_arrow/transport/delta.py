@@ -12,7 +12,11 @@ nulls never equal to anything:
 * span events: same ``name``; span links: same ``trace_id``;
 * exemplars: same value kind (int or double) and the same value (doubles compared bit for bit).
 
-The decoder recomputes the same equality from the unchanged columns, so no run marker travels.
+The decoder recomputes the same equality from the unchanged columns, so no run marker travels;
+``equal_runs`` is that decoder-side rule on column values. The encoder (``encode_parent_ids``)
+applies the same rule to the columns' sort keys, read through the sort permutation, so it neither
+gathers the sorted columns first nor compares strings again: equal keys mean equal values
+(dense ranks of distinct values, injective integer and float bit keys).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from otap_model import PayloadType
 from . import kernels
 from .columns import get_column, unsigned_array, unsigned_values
 from .errors import TransportError
-from .sort import ATTRIBUTE_TABLES, EXEMPLAR_TABLES
+from .sort import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, Key, column_key, validity
 
 _ATTR_VALUE_COLUMNS = ((1, "str"), (2, "int"), (3, "double"), (4, "bool"), (7, "bytes"))
 
@@ -57,6 +61,89 @@ def quasi_delta_decode(parent_ids: pa.Array, eq: np.ndarray) -> pa.Array:
     out = np.empty_like(values)
     kernels.quasi_delta_decode(values, eq, out)
     return unsigned_array(out, parent_ids, None)
+
+
+_NO_KEY = np.empty(0, dtype=np.uint64)
+_ZERO = np.uint64(0)
+
+
+def encode_parent_ids(
+    pt: PayloadType,
+    batch: pa.RecordBatch,
+    parent_ids: pa.Array,
+    perm: np.ndarray | None,
+    keys: dict[str, Key | None],
+) -> pa.Array:
+    """The (quasi-)delta encoding of ``parent_ids[perm]``, ``batch`` being the unsorted table and
+    ``keys`` the sort keys already computed for it (any other column's key is computed here)."""
+    values, _ = unsigned_values(parent_ids)
+    rows = kernels.IDENTITY if perm is None else perm
+    out = np.empty_like(values)
+    if pt in DATA_POINT_TABLES:
+        kernels.delta_perm(values, rows, out)
+        return unsigned_array(out, parent_ids, None)
+    where = pt.name
+    if pt in ATTRIBUTE_TABLES:
+        types = get_column(batch, "type")
+        if types is None:
+            raise TransportError(f"{pt.name}: attribute table without a type column")
+        if pa.types.is_dictionary(types.type):
+            types = types.dictionary_decode()
+        if not pa.types.is_integer(types.type) or types.null_count == len(types):
+            type_values, (bitmap, offset) = _NO_KEY, (kernels.NO_BITMAP, 0)
+        else:
+            type_values, (bitmap, offset) = _raw(types), validity(types)
+        key, key_null = _eq_key(batch, "key", keys, where)
+        columns = [_eq_key(batch, name, keys, where) for name in ("str", "int", "double", "bool", "bytes")]
+        kernels.attrs_quasi_delta(
+            values, rows, type_values, bitmap, offset, key, key_null,
+            *(part for column in columns for part in column), out,
+        )
+        return unsigned_array(out, parent_ids, None)
+    eq = np.ones(len(values), dtype=np.bool_)
+    if pt is PayloadType.SPAN_EVENTS:
+        kernels.key_equal(*_eq_key(batch, "name", keys, where), rows, eq)
+    elif pt is PayloadType.SPAN_LINKS:
+        kernels.key_equal(*_eq_key(batch, "trace_id", keys, where), rows, eq)
+    elif pt in EXEMPLAR_TABLES:
+        ints, doubles = _eq_key(batch, "int_value", keys, where), _eq_key(batch, "double_value", keys, where)
+        int_equal, double_equal = eq, eq.copy()
+        ints_null, doubles_null = np.empty_like(eq), np.empty_like(eq)
+        kernels.key_equal(*ints, rows, int_equal)
+        kernels.key_equal(*doubles, rows, double_equal)
+        kernels.key_both_null(*ints, rows, ints_null)
+        kernels.key_both_null(*doubles, rows, doubles_null)
+        eq = (int_equal & doubles_null) | (double_equal & ints_null)
+    else:
+        raise TransportError(f"{pt.name}: has no quasi-delta encoded column")
+    kernels.quasi_delta_perm(values, rows, eq, out)
+    return unsigned_array(out, parent_ids, None)
+
+
+def _eq_key(batch: pa.RecordBatch, path: str, keys: dict[str, Key | None], where: str) -> tuple[np.ndarray, np.uint64]:
+    """A key under which rows compare equal exactly when the column's values are bit for bit
+    equal (empty: absent or all-null column), and the key of null rows."""
+    column = get_column(batch, path)
+    if column is None or column.null_count == len(column):
+        return _NO_KEY, _ZERO
+    type_ = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if pa.types.is_floating(type_) and type_.bit_width < 64:
+        # the sort key widens to float64, which may merge NaN payloads: compare raw bits instead
+        if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()
+        raw = _raw(column).astype(np.uint64)
+        if column.null_count:
+            raw[~column.is_valid().to_numpy(zero_copy_only=False)] = np.uint64(1 << 63)
+        return raw, np.uint64(1 << 63)
+    key = keys[path] if path in keys else column_key(column, f"{where}.{path}")
+    assert key is not None
+    return key.values, key.null
+
+
+def _raw(column: pa.Array) -> np.ndarray:
+    width = column.type.bit_width // 8
+    raw = np.frombuffer(column.buffers()[1], dtype=np.dtype(f"<u{width}"))
+    return raw[column.offset : column.offset + len(column)]
 
 
 def equal_runs(batch: pa.RecordBatch, pt: PayloadType) -> np.ndarray:

@@ -4,6 +4,10 @@ Ids are renumbered 0, 1, 2, ... in order of first appearance in the sorted table
 column climbs by 0 or 1 per row (resource and scope ids repeat across the rows of one resource or
 scope; log, span, event, link, data point and exemplar ids are one per row). Null ids stay null: a
 row without children keeps no id.
+
+The old -> new mapping is a lookup table indexed by the old id (u16 ids, and u32 ids that stay
+below a few times the row count); sparser u32 ids are first replaced by their slot among the
+sorted distinct ids. Renumbering and delta encoding happen in one numba pass.
 """
 
 from __future__ import annotations
@@ -12,17 +16,24 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from . import kernels
 from .columns import unsigned_array, unsigned_values
 from .errors import TransportError
+from .sort import validity
+
+_DIRECT_LOOKUP = 1 << 16
+"""Old ids below this (or below 4x the row count) index the lookup table directly."""
 
 
 @dataclass(frozen=True)
 class Renumbering:
-    """Old id -> new id: ``old`` sorted ascending, ``new[i]`` the new id of ``old[i]``."""
+    """Old id -> new id: ``lut[slot]`` is the new id (-1: no such id), where ``slot`` is the old id
+    itself when ``old`` is None, else its index in the sorted distinct old ids ``old``."""
 
-    old: np.ndarray
-    new: np.ndarray
+    lut: np.ndarray
+    old: np.ndarray | None = None
 
     def apply(self, parent_ids: pa.Array, where: str, parent: str) -> pa.Array:
         """Rewrite a child's ``parent_id`` column; every value must name an existing parent id."""
@@ -31,40 +42,59 @@ class Renumbering:
             row = int(np.flatnonzero(~parent_ids.is_valid().to_numpy(zero_copy_only=False))[0])
             raise TransportError(f"{where}: parent_id is null at row {row}; every child row needs a parent")
         values, _ = unsigned_values(parent_ids)
-        slot = np.searchsorted(self.old, values)
-        found = slot < self.old.size
-        found[found] = self.old[slot[found]] == values[found]
-        if not found.all():
-            row = int(np.flatnonzero(~found)[0])
+        lut = self.lut
+        if self.old is not None:
+            slot = np.searchsorted(self.old, values)
+            found = slot < self.old.size
+            found[found] = self.old[slot[found]] == values[found]
+            # a missing id gets a slot past the table, which kernels.remap reports
+            values = np.where(found, slot, lut.size)
+        out = np.empty(len(parent_ids), dtype=parent_ids.type.to_pandas_dtype())
+        bad, largest = kernels.remap(values, lut, out)
+        if bad >= 0:
+            value = unsigned_values(parent_ids)[0][bad]
             raise TransportError(
-                f"{where}: parent_id {int(values[row])} at row {row} matches no {parent} "
+                f"{where}: parent_id {int(value)} at row {bad} matches no {parent} "
                 "(a dangling reference; every parent_id must name an id of the parent table)"
             )
-        new = self.new[slot]
-        if new.size and int(new.max()) > np.iinfo(values.dtype).max:
+        if largest > np.iinfo(out.dtype).max:
             raise TransportError(
-                f"{where}: {parent} ids reach {int(new.max())}, beyond the {parent_ids.type} parent_id column"
+                f"{where}: {parent} ids reach {largest}, beyond the {parent_ids.type} parent_id column"
             )
-        return unsigned_array(new.astype(values.dtype, copy=False), parent_ids, None)
+        return unsigned_array(out, parent_ids, None)
 
 
-def renumber(ids: pa.Array, where: str) -> tuple[pa.Array, Renumbering]:
-    """Dense ids in order of first appearance, and the old -> new mapping."""
+def renumber_delta(ids: pa.Array, where: str) -> tuple[pa.Array, Renumbering]:
+    """Dense ids in order of first appearance, delta-encoded, and the old -> new mapping."""
     _check_unsigned(ids, where)
-    values, valid = unsigned_values(ids)
-    present = values if valid is None else values[valid]
-    old, first, inverse = np.unique(present, return_index=True, return_inverse=True)
-    rank = np.empty(old.size, dtype=values.dtype)
-    rank[np.argsort(first, kind="stable")] = np.arange(old.size, dtype=values.dtype)
-    mapping = Renumbering(old, rank)
-    new_present = rank[inverse]
-    if np.array_equal(new_present, present):
-        return ids, mapping
-    if valid is None:
-        return unsigned_array(new_present, ids, None), mapping
-    out = np.zeros(values.size, dtype=values.dtype)
-    out[valid] = new_present
-    return unsigned_array(out, ids, valid), mapping
+    values, _ = unsigned_values(ids)
+    bitmap, offset = validity(ids)
+    n = len(ids)
+    old = None
+    top = int(values.max()) if n and bitmap.size == 0 else _largest_valid(ids)
+    if top >= max(_DIRECT_LOOKUP, 4 * n):
+        present = values if bitmap.size == 0 else values[ids.is_valid().to_numpy(zero_copy_only=False)]
+        old = np.unique(present)
+        # null slots may hold anything: clip their slot into the table (the kernel never reads it)
+        values = np.minimum(np.searchsorted(old, values), max(old.size - 1, 0)).astype(np.uint32)
+        top = old.size - 1
+    lut = np.full(top + 1, -1, dtype=np.int64)
+    out = np.empty(n, dtype=ids.type.to_pandas_dtype())
+    kernels.renumber_delta(values, bitmap, offset, lut, out)
+    encoded = pa.Array.from_buffers(ids.type, n, [_null_buffer(ids), pa.py_buffer(out)], ids.null_count)
+    return encoded, Renumbering(lut, old)
+
+
+def _largest_valid(ids: pa.Array) -> int:
+    largest = pc.max(ids).as_py()
+    return -1 if largest is None else int(largest)
+
+
+def _null_buffer(ids: pa.Array) -> pa.Buffer | None:
+    if ids.null_count == 0:
+        return None
+    valid = ids.is_valid().to_numpy(zero_copy_only=False)
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
 def _check_unsigned(ids: pa.Array, where: str) -> None:

@@ -1,9 +1,12 @@
-"""numba loops for the id encodings: one fused, branchy pass each, writing into arrays the caller
-allocated with numpy (numba's own allocations page-fault; numpy's do not).
+"""numba loops for sort keys and id encodings: one fused, branchy pass each, writing into arrays the
+caller allocated with numpy (numba's own allocations page-fault; numpy's do not).
 
 Arithmetic wraps at the width of ``out`` (u16 or u32), so decoding ``encode(x)`` gives ``x`` back
 even when a delta is negative. ``valid`` is a bool mask, or an empty array when every slot is valid.
 ``eq[i]`` says row ``i`` equals row ``i - 1`` on the table's quasi-delta columns (``eq[0]`` is False).
+Kernels reading Arrow columns directly take the validity ``bitmap`` bytes and the array's bit
+``offset`` (an empty bitmap: no nulls), and an optional permutation ``perm`` (empty: identity) so
+sorted values are read in place instead of gathered first.
 
 Compilation is cached on disk when numba finds a writable cache directory; when none is writable
 (read-only package directory and home, ``NUMBA_CACHE_DIR`` unwritable) numba refuses ``cache=True``
@@ -18,12 +21,17 @@ from typing import Any
 import numba
 import numpy as np
 
+_cached: list[bool] = []
 
-def _compile(fn: Callable[..., Any]) -> tuple[Any, bool]:
+
+def _compile(fn: Callable[..., Any]) -> Any:
     try:
-        return numba.njit(cache=True, nogil=True)(fn), True
+        compiled = numba.njit(cache=True, nogil=True)(fn)
+        _cached.append(True)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(cache=False, nogil=True)(fn), False
+        compiled = numba.njit(cache=False, nogil=True)(fn)
+        _cached.append(False)
+    return compiled
 
 
 def _delta_encode(values: np.ndarray, valid: np.ndarray, out: np.ndarray) -> None:
@@ -65,13 +73,274 @@ def _quasi_delta_decode(values: np.ndarray, eq: np.ndarray, out: np.ndarray) -> 
         prev = out[i]
 
 
-delta_encode, _c1 = _compile(_delta_encode)
-delta_decode, _c2 = _compile(_delta_decode)
-quasi_delta_encode, _c3 = _compile(_quasi_delta_encode)
-quasi_delta_decode, _c4 = _compile(_quasi_delta_decode)
+# --- sort keys ---------------------------------------------------------------------------------
 
-CACHED: bool = _c1 and _c2 and _c3 and _c4
+_SIGN = np.uint64(1 << 63)
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _numeric_key(
+    values: np.ndarray, kind: int, bitmap: np.ndarray, offset: int, out: np.ndarray
+) -> tuple[np.uint64, int]:
+    """Order-preserving u64 key of integers (kind 0 unsigned, 1 signed) or float64 bit patterns
+    (kind 2), shifted by the smallest valid key; null rows get ``high + 1`` where ``high`` is the
+    largest shifted valid key. Returns ``(high, valid rows)``; when ``high`` is the largest u64
+    (no room for a null key) ``out`` holds unshifted keys and the caller ranks them instead."""
+    n = values.size
+    has_bitmap = bitmap.size != 0
+    low = _ONES
+    high = np.uint64(0)
+    count = 0
+    for i in range(n):
+        if has_bitmap:
+            bit = offset + i
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                continue
+        if kind == 0:
+            key = np.uint64(values[i])
+        elif kind == 1:
+            key = np.uint64(np.int64(values[i])) ^ _SIGN
+        else:
+            raw = np.uint64(values[i])
+            key = ~raw if raw >> np.uint64(63) else raw | _SIGN
+        out[i] = key
+        low = min(low, key)
+        high = max(high, key)
+        count += 1
+    if count == 0:
+        return np.uint64(0), 0
+    span = high - low
+    if span == _ONES:
+        return span, count
+    null = span + np.uint64(1)
+    for i in range(n):
+        if has_bitmap:
+            bit = offset + i
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                out[i] = null
+                continue
+        out[i] -= low
+    return span, count
+
+
+def _bool_key(values: np.ndarray, value_offset: int, bitmap: np.ndarray, offset: int, out: np.ndarray) -> None:
+    """Key of a bit-packed boolean column: 0 false, 1 true, 2 null."""
+    has_bitmap = bitmap.size != 0
+    for i in range(out.size):
+        if has_bitmap:
+            bit = offset + i
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                out[i] = 2
+                continue
+        bit = value_offset + i
+        out[i] = (values[bit >> 3] >> (bit & 7)) & 1
+
+
+def _rank_key(codes: np.ndarray, ranks: np.ndarray, bitmap: np.ndarray, offset: int, null: int, out: np.ndarray) -> None:
+    """Key of a dictionary-encoded column: the rank of each row's dictionary value; nulls ``null``."""
+    has_bitmap = bitmap.size != 0
+    for i in range(out.size):
+        if has_bitmap:
+            bit = offset + i
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                out[i] = null
+                continue
+        out[i] = ranks[codes[i]]
+
+
+def _is_sorted(word: np.ndarray) -> bool:
+    for i in range(1, word.size):  # noqa: SIM110 (numba compiles loops, not all() over generators)
+        if word[i] < word[i - 1]:
+            return False
+    return True
+
+
+# --- ids -----------------------------------------------------------------------------------------
+
+
+def _renumber_delta(values: np.ndarray, bitmap: np.ndarray, offset: int, lut: np.ndarray, out: np.ndarray) -> int:
+    """Dense ids in order of first appearance (``lut[old]`` gets the new id; -1 = unseen),
+    delta-encoded into ``out`` (null slots 0, skipped by the running value). Returns the count."""
+    has_bitmap = bitmap.size != 0
+    count = 0
+    prev = 0
+    for i in range(values.size):
+        if has_bitmap:
+            bit = offset + i
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                out[i] = 0
+                continue
+        new = lut[values[i]]
+        if new < 0:
+            new = count
+            lut[values[i]] = new
+            count += 1
+        out[i] = new - prev
+        prev = new
+    return count
+
+
+def _remap(values: np.ndarray, lut: np.ndarray, out: np.ndarray) -> tuple[int, int]:
+    """``out[i] = lut[values[i]]``. Returns (first row whose value has no entry or -1, largest new id)."""
+    largest = 0
+    for i in range(values.size):
+        v = values[i]
+        new = lut[v] if v < lut.size else -1
+        if new < 0:
+            return i, largest
+        out[i] = new
+        largest = max(largest, new)
+    return -1, largest
+
+
+def _delta_perm(values: np.ndarray, perm: np.ndarray, out: np.ndarray) -> None:
+    """Delta encoding of ``values[perm]`` (no nulls)."""
+    permuted = perm.size != 0
+    prev = 0
+    for i in range(out.size):
+        v = values[perm[i]] if permuted else values[i]
+        out[i] = v - prev
+        prev = v
+
+
+def _quasi_delta_perm(values: np.ndarray, perm: np.ndarray, eq: np.ndarray, out: np.ndarray) -> None:
+    """Quasi-delta encoding of ``values[perm]`` under ``eq`` (already in sorted order)."""
+    permuted = perm.size != 0
+    prev = 0
+    for i in range(out.size):
+        v = values[perm[i]] if permuted else values[i]
+        out[i] = v - prev if eq[i] else v
+        prev = v
+
+
+def _key_equal(key: np.ndarray, null: int, perm: np.ndarray, eq: np.ndarray) -> None:
+    """``eq[i] &= key[row i] == key[row i - 1]``, both valid, rows read through ``perm``; an empty
+    ``key`` is a column that is absent or all null (never equal)."""
+    n = eq.size
+    if n == 0:
+        return
+    if key.size == 0:
+        eq[:] = False
+        return
+    permuted = perm.size != 0
+    prev = key[perm[0]] if permuted else key[0]
+    eq[0] = False
+    for i in range(1, n):
+        k = key[perm[i]] if permuted else key[i]
+        if k != prev or k == null:
+            eq[i] = False
+        prev = k
+
+
+def _key_both_null(key: np.ndarray, null: int, perm: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]``: rows i and i - 1 are both null (an empty ``key``: the column is all null)."""
+    n = out.size
+    if n == 0:
+        return
+    if key.size == 0:
+        out[:] = True
+        out[0] = False
+        return
+    permuted = perm.size != 0
+    prev = key[perm[0]] if permuted else key[0]
+    out[0] = False
+    for i in range(1, n):
+        k = key[perm[i]] if permuted else key[i]
+        out[i] = k == null and prev == null
+        prev = k
+
+
+def _attrs_quasi_delta(
+    values: np.ndarray,
+    perm: np.ndarray,
+    types: np.ndarray,
+    type_bitmap: np.ndarray,
+    type_offset: int,
+    keys: np.ndarray,
+    key_null: np.uint64,
+    strs: np.ndarray,
+    str_null: np.uint64,
+    ints: np.ndarray,
+    int_null: np.uint64,
+    doubles: np.ndarray,
+    double_null: np.uint64,
+    bools: np.ndarray,
+    bool_null: np.uint64,
+    binaries: np.ndarray,
+    binary_null: np.uint64,
+    out: np.ndarray,
+) -> None:
+    """Quasi-delta encoding of an attribute table's sorted parent ids in one pass.
+
+    Row i equals row i - 1 when both have the same valid type, the same valid key and the same
+    valid value in the value column of their type (str 1, int 2, double 3, bool 4, bytes 7; Empty,
+    Map and Slice never equal). ``types`` holds the raw type codes (validity in ``type_bitmap``);
+    every other column is given by its sort key (``*_null``: the key of a null row; an empty key
+    array: the column is absent or all null).
+    """
+    permuted = perm.size != 0
+    usable = types.size != 0 and keys.size != 0
+    has_bitmap = type_bitmap.size != 0
+    prev_row = 0
+    prev = 0
+    for i in range(out.size):
+        row = perm[i] if permuted else i
+        v = values[row]
+        equal = False
+        if i > 0 and usable:
+            t = types[row]
+            k = keys[row]
+            valid = True
+            if has_bitmap:
+                a_bit = type_offset + row
+                b_bit = type_offset + prev_row
+                valid = (type_bitmap[a_bit >> 3] >> (a_bit & 7)) & 1 and (type_bitmap[b_bit >> 3] >> (b_bit & 7)) & 1
+            if valid and t == types[prev_row] and k == keys[prev_row] and k != key_null:
+                code = t
+                if code == 1:
+                    column, null = strs, str_null
+                elif code == 2:
+                    column, null = ints, int_null
+                elif code == 3:
+                    column, null = doubles, double_null
+                elif code == 4:
+                    column, null = bools, bool_null
+                elif code == 7:
+                    column, null = binaries, binary_null
+                else:
+                    column, null = strs[:0], str_null
+                if column.size != 0:
+                    a = column[row]
+                    equal = a == column[prev_row] and a != null
+        out[i] = v - prev if equal else v
+        prev = v
+        prev_row = row
+
+
+delta_encode = _compile(_delta_encode)
+delta_decode = _compile(_delta_decode)
+quasi_delta_encode = _compile(_quasi_delta_encode)
+quasi_delta_decode = _compile(_quasi_delta_decode)
+numeric_key = _compile(_numeric_key)
+bool_key = _compile(_bool_key)
+rank_key = _compile(_rank_key)
+is_sorted = _compile(_is_sorted)
+renumber_delta = _compile(_renumber_delta)
+remap = _compile(_remap)
+delta_perm = _compile(_delta_perm)
+quasi_delta_perm = _compile(_quasi_delta_perm)
+key_equal = _compile(_key_equal)
+key_both_null = _compile(_key_both_null)
+attrs_quasi_delta = _compile(_attrs_quasi_delta)
+
+CACHED: bool = all(_cached)
 """True when the compiled kernels are cached on disk (False: compiled in every process)."""
 
 NO_NULLS = np.empty(0, dtype=np.bool_)
 """The ``valid`` argument meaning "every slot is valid"."""
+
+NO_BITMAP = np.empty(0, dtype=np.uint8)
+"""The ``bitmap`` argument meaning "no nulls"."""
+
+IDENTITY = np.empty(0, dtype=np.intp)
+"""The ``perm`` argument meaning "rows in their own order"."""

@@ -16,10 +16,18 @@ import pyarrow as pa
 from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, relations
 
 from . import delta
-from .columns import DELTA, PLAIN, QUASI_DELTA, encoded_paths, get_column, replace_column
+from .columns import DELTA, PLAIN, QUASI_DELTA, encoded_paths, get_column, replace_column, replace_columns
 from .errors import TransportError
-from .ids import Renumbering, renumber
-from .sort import DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES, resolve_sort_orders, sort_indices
+from .ids import Renumbering, renumber_delta
+from .sort import (
+    DATA_POINT_TABLES,
+    DEFAULT_SORT_ORDERS,
+    EXEMPLAR_TABLES,
+    ROOT_TABLES,
+    resolve_sort_orders,
+    sort_keys,
+)
+from .sort import order as sort_order
 
 _ROOT_IDS = ("id", "resource.id", "scope.id")
 
@@ -52,13 +60,15 @@ def optimize(bundle: OtapBundle, config: object | None = None) -> OtapBundle:
     optimised again; when the root order starts with its id columns (the reference orders) that
     second pass changes nothing.
     """
-    orders = resolve_sort_orders(_sort_orders_of(config))
-    tables = dict(restore(bundle).tables)
+    overrides = _sort_orders_of(config)
+    orders = DEFAULT_SORT_ORDERS if overrides is None else resolve_sort_orders(overrides)
+    tables = restore(bundle).tables
+    out: dict[PayloadType, pa.RecordBatch] = {}
     renumberings: Renumberings = {}
     for pt, parent in top_down(bundle.signal):
         if pt in tables:
-            tables[pt] = sort_and_renumber(pt, tables[pt], parent, orders[pt], renumberings)
-    return OtapBundle(bundle.signal, {pt: encode_ids(pt, t) for pt, t in tables.items()})
+            out[pt] = optimize_table(pt, tables[pt], parent, orders[pt], renumberings)
+    return OtapBundle(bundle.signal, {pt: out[pt] for pt in tables})
 
 
 def top_down(signal: Signal) -> list[tuple[PayloadType, tuple[PayloadType, str] | None]]:
@@ -66,7 +76,7 @@ def top_down(signal: Signal) -> list[tuple[PayloadType, tuple[PayloadType, str] 
     return [(ROOT_PAYLOAD[signal], None)] + [(r.child, (r.parent, r.parent_column)) for r in relations(signal)]
 
 
-def sort_and_renumber(
+def optimize_table(
     pt: PayloadType,
     table: pa.RecordBatch,
     parent: tuple[PayloadType, str] | None,
@@ -74,8 +84,14 @@ def sort_and_renumber(
     renumberings: Renumberings,
 ) -> pa.RecordBatch:
     """One table's step of the top-down pass: rewrite its parent ids to the parent's new numbering
-    (recorded in ``renumberings``), sort it, renumber its own ids and record that numbering."""
+    (recorded in ``renumberings``), sort it, renumber and delta-encode its own ids (recording
+    their numbering), and (quasi-)delta-encode its parent ids.
+
+    The table is gathered in sorted order once (one ``take``); the parent id encodings read the
+    rewritten parent ids and the sort keys through the permutation instead of gathering them.
+    """
     where = pt.name
+    new_parent_ids = None
     if parent is not None:
         parent_pt, parent_column = parent
         mapping = renumberings.get(parent)
@@ -86,16 +102,21 @@ def sort_and_renumber(
             )
         parent_ids = _require(table, "parent_id", where)
         new_parent_ids = mapping.apply(parent_ids, where, f"{parent_pt.name}.{parent_column}")
-        table = replace_column(table, "parent_id", new_parent_ids, None)
-    rows = sort_indices(table, order, where)
-    if rows is not None:
-        table = table.take(rows)
+    overrides = None if new_parent_ids is None else {"parent_id": new_parent_ids}
+    keys = sort_keys(table, order, where, overrides) if table.num_rows > 1 else {}
+    rows = sort_order(keys, table.num_rows)
+    sorted_table = table if rows is None else table.take(rows)
+    replaced: dict[str, tuple[pa.Array, str]] = {}
     for path in id_columns(pt):
-        ids = get_column(table, path)
+        ids = get_column(sorted_table, path)
         if ids is not None:
-            new_ids, renumberings[(pt, path)] = renumber(ids, f"{where}.{path}")
-            table = replace_column(table, path, new_ids, None)
-    return table
+            encoded, renumberings[(pt, path)] = renumber_delta(ids, f"{where}.{path}")
+            replaced[path] = (encoded, DELTA)
+    if new_parent_ids is not None:
+        encoding = parent_id_encoding(pt)
+        assert encoding is not None
+        replaced["parent_id"] = (delta.encode_parent_ids(pt, table, new_parent_ids, rows, keys), encoding)
+    return replace_columns(sorted_table, replaced)
 
 
 def restore(bundle: OtapBundle) -> OtapBundle:
@@ -123,23 +144,6 @@ def restore(bundle: OtapBundle) -> OtapBundle:
             table = replace_column(table, path, plain, None)
         restored[pt] = table
     return OtapBundle(bundle.signal, restored)
-
-
-def encode_ids(pt: PayloadType, table: pa.RecordBatch) -> pa.RecordBatch:
-    """Delta-encode a sorted, renumbered table's ids and (quasi-)delta-encode its parent ids."""
-    for path in id_columns(pt):
-        ids = get_column(table, path)
-        if ids is not None:
-            table = replace_column(table, path, delta.delta_encode(ids), DELTA)
-    encoding = parent_id_encoding(pt)
-    if encoding is None:
-        return table
-    parent_ids = _require(table, "parent_id", pt.name)
-    if encoding == DELTA:
-        encoded = delta.delta_encode(parent_ids)
-    else:
-        encoded = delta.quasi_delta_encode(parent_ids, delta.equal_runs(table, pt))
-    return replace_column(table, "parent_id", encoded, encoding)
 
 
 def _require(table: pa.RecordBatch, path: str, where: str) -> pa.Array:
