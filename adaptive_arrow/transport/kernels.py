@@ -136,16 +136,21 @@ def _bool_key(values: np.ndarray, value_offset: int, bitmap: np.ndarray, offset:
         out[i] = (values[bit >> 3] >> (bit & 7)) & 1
 
 
-def _rank_key(codes: np.ndarray, ranks: np.ndarray, bitmap: np.ndarray, offset: int, null: int, out: np.ndarray) -> None:
-    """Key of a dictionary-encoded column: the rank of each row's dictionary value; nulls ``null``."""
+def _rank_key(
+    codes: np.ndarray, ranks: np.ndarray, bitmap: np.ndarray, offset: int, null: int, packed: bool, out: np.ndarray
+) -> None:
+    """Key of a dictionary-encoded column: the rank of each row's dictionary value; nulls ``null``.
+    ``packed``: ``codes`` holds the valid rows only (the column was encoded without its nulls)."""
     has_bitmap = bitmap.size != 0
+    j = 0
     for i in range(out.size):
         if has_bitmap:
             bit = offset + i
             if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
                 out[i] = null
                 continue
-        out[i] = ranks[codes[i]]
+        out[i] = ranks[codes[j if packed else i]]
+        j += 1
 
 
 def _is_sorted(word: np.ndarray) -> bool:

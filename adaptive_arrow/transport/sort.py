@@ -246,6 +246,9 @@ def column_key(column: pa.Array, where: str) -> Key:
         or pa.types.is_large_binary(type_)
         or pa.types.is_fixed_size_binary(type_)
     ):
+        if 2 * column.null_count > len(column):  # mostly null: hash the valid values only
+            encoded = pc.dictionary_encode(pc.drop_null(column))
+            return _ranked(encoded.indices, encoded.dictionary, column)
         encoded = pc.dictionary_encode(column)
         return _ranked(encoded.indices, encoded.dictionary)
     bitmap, offset = validity(column)
@@ -301,9 +304,11 @@ def _signed(type_: pa.DataType) -> bool:
     return pa.types.is_signed_integer(type_) or pa.types.is_temporal(type_)
 
 
-def _ranked(indices: pa.Array, dictionary: pa.Array) -> Key:
-    """Key of a dictionary-encoded column: the dense rank of each row's dictionary value."""
-    n = len(indices)
+def _ranked(indices: pa.Array, dictionary: pa.Array, column: pa.Array | None = None) -> Key:
+    """Key of a dictionary-encoded column: the dense rank of each row's dictionary value.
+    ``column``: the indices encode only the valid rows of this column, in order."""
+    rows = indices if column is None else column
+    n = len(rows)
     if len(dictionary) == 0:
         return Key(np.zeros(n, dtype=np.uint64), np.uint64(1), 0, dense=True)
     ranks = pc.rank(dictionary, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.uint64)
@@ -312,8 +317,8 @@ def _ranked(indices: pa.Array, dictionary: pa.Array) -> Key:
     null = np.uint64(high + 1)
     width = indices.type.bit_width // 8
     kind = "i" if pa.types.is_signed_integer(indices.type) else "u"
-    codes = np.frombuffer(indices.buffers()[1], dtype=np.dtype(f"<{kind}{width}"))[indices.offset : indices.offset + n]
-    bitmap, offset = validity(indices)
+    codes = np.frombuffer(indices.buffers()[1], dtype=np.dtype(f"<{kind}{width}"))[indices.offset : indices.offset + len(indices)]
+    bitmap, offset = validity(rows)
     out = np.empty(n, dtype=np.uint64)
-    kernels.rank_key(codes, ranks, bitmap, offset, null, out)
-    return Key(out, null, (high + 1 if indices.null_count else high).bit_length(), dense=True)
+    kernels.rank_key(codes, ranks, bitmap, offset, null, column is not None, out)
+    return Key(out, null, (high + 1 if rows.null_count else high).bit_length(), dense=True)
