@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,8 @@ TYPES = [pa.string(), pa.large_binary(), pa.binary(8), pa.int64(), pa.uint32(), 
 WORDS = ["", "a", "bb", "service.name", "x" * 8, "y" * 9, "z" * 17, "https://opentelemetry.io/schemas/1.24.0"]
 
 
-def _array(t: pa.DataType, picks: list[int | None]) -> pa.Array:
+def _array(t: pa.DataType, raw: list[int]) -> pa.Array:
+    picks = [None if p < 0 else p for p in raw]
     if pa.types.is_fixed_size_binary(t):
         return pa.array([None if p is None else p.to_bytes(8, "little") for p in picks], t)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t):
@@ -28,7 +30,8 @@ def _array(t: pa.DataType, picks: list[int | None]) -> pa.Array:
 
 batches = st.lists(
     st.tuples(
-        st.lists(st.one_of(st.none(), st.integers(0, 40)), max_size=60),
+        st.lists(st.integers(-10, 40), max_size=60),  # negative: null (about a fifth of the slots)
+        st.sampled_from([1, 30]),  # repeats: > 512 rows of repeated values take the pyarrow-hashed path
         st.integers(0, 3),  # slice offset
         st.booleans(),  # commit?
     ),
@@ -37,19 +40,17 @@ batches = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.sampled_from(TYPES), batches)
-def test_memo_matches_dictionary_encode(t: pa.DataType, seq: list[tuple[list[int | None], int, bool]]) -> None:
+def _run(t: pa.DataType, seq: list[tuple[pa.Array, bool]]) -> None:
+    """Feed (array, commit?) pairs to a fresh memo, checking each against dictionary_encode."""
     memo = new_memo(t)
     assert isinstance(memo, ArrowMemo if pa.types.is_floating(t) else HashMemo)
     committed = pa.array([], t)
     views: list[tuple[pa.Array, pa.Array]] = []  # (memo's zero-copy array, independent copy)
-    for picks, offset, commit in seq:
-        array = _array(t, picks).slice(min(offset, len(picks)))
+    for array, commit in seq:
         codes = memo.encode(array)
         assert len(codes) == len(array)
-        assert not codes[~array.is_valid().to_numpy(zero_copy_only=False)].any()  # null slots 0, as pyarrow leaves them
         valid = array.is_valid().to_numpy(zero_copy_only=False)
+        assert not codes[~valid].any()  # null slots 0, as pyarrow leaves them
         if valid.any():
             expected = pa.chunked_array([committed, array], type=t).dictionary_encode()
             last = expected.chunk(expected.num_chunks - 1)
@@ -65,3 +66,27 @@ def test_memo_matches_dictionary_encode(t: pa.DataType, seq: list[tuple[list[int
             views.append((memo.values(memo.size), after))
     for view, copy in views:  # later batches (committed or dropped) never overwrite committed values
         assert view.equals(copy)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(TYPES), batches)
+def test_memo_matches_dictionary_encode(t: pa.DataType, seq: list[tuple[list[int], int, int, bool]]) -> None:
+    _run(t, [(_array(t, picks * repeats).slice(min(offset, len(picks))), commit) for picks, repeats, offset, commit in seq])
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_large_repetitive_batches(t: pa.DataType) -> None:
+    """Batches over 512 rows of mostly repeated values: pyarrow hashes them, the memo maps the
+    distinct ones (the first batch's dictionary is kept as is until the next batch)."""
+    rng = np.random.default_rng(7)
+
+    def batch(lo: int, hi: int, n: int = 3000) -> pa.Array:
+        return _array(t, rng.integers(lo, hi, n).tolist())  # negatives are nulls
+
+    _run(t, [
+        (batch(-5, 40), False),  # dropped: the next batch starts from an empty memo again
+        (batch(-5, 40), True),
+        (batch(-5, 80), False),  # new values pending, then dropped
+        (batch(20, 120).slice(7), True),
+        (batch(0, 200), True),
+    ])

@@ -276,6 +276,9 @@ class HashMemo:
         self._direct = False  # hash through the memo alone (the last batch was mostly distinct)
         self._data = np.empty(64, dtype=np.uint8)
         self._offsets: np.ndarray = np.zeros(9 if not self.width else 0, dtype=self._offset_dtype or np.int32)
+        # The first batch's dictionary as pyarrow made it, entered into the table only when a
+        # later batch needs it (never, for a one-batch stream)
+        self._arrow: pa.Array | None = None
 
     @staticmethod
     def supports(value_type: pa.DataType) -> bool:
@@ -286,11 +289,17 @@ class HashMemo:
 
         Two ways: mostly repeated values are hashed by pyarrow (``dictionary_encode``, faster
         per value) and only the batch's distinct values go through the memo, whose indices one
-        take spreads back; mostly distinct values (judged by the previous batch), mostly-null
-        columns and small batches go through the memo directly (hashing twice, visiting nulls,
-        or the fixed cost of the pyarrow path would cost more).
+        take spreads back (into an empty memo, pyarrow's dictionary itself is kept, and hashed
+        into the table only when the next batch comes); mostly distinct values (judged by the
+        previous batch), mostly-null columns and small batches go through the memo directly
+        (hashing twice, visiting nulls, or the fixed cost of the pyarrow path would cost more).
         """
-        if self.size > self.committed:
+        if self._arrow is not None:  # the dictionary so far is one pyarrow array, not yet hashed
+            arrow, self._arrow = self._arrow, None
+            self.size = 0
+            if self.committed:
+                self._lookup(arrow, arrow.offset, self.committed, self.committed, _NO_BYTES, np.empty(self.committed, np.int32))
+        elif self.size > self.committed:
             _drop(self._hashes, self._table, self.committed, self.size)
             self.size = self.committed
         n = len(array)
@@ -308,11 +317,15 @@ class HashMemo:
             local = pc.dictionary_encode(array)
             distinct_values = local.dictionary
             distinct = len(distinct_values)
-            mapping = np.empty(distinct, dtype=np.int32)
-            self._lookup(distinct_values, distinct_values.offset, distinct, distinct, _NO_BYTES, mapping)
             indices = local.indices
             raw = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + n]
-            out = mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
+            if self.size == 0:  # empty memo: the batch's dictionary is the stream's; hash it later
+                self._arrow, self.size = distinct_values, distinct
+                out = raw.copy()
+            else:
+                mapping = np.empty(distinct, dtype=np.int32)
+                self._lookup(distinct_values, distinct_values.offset, distinct, distinct, _NO_BYTES, mapping)
+                out = mapping.take(raw, mode="clip")  # null slots hold arbitrary values: keep them in range
             if array.null_count:
                 out[~_valid_mask(array)] = 0  # as dictionary_encode leaves them (same wire bytes)
         self._direct = 2 * distinct > valid
@@ -349,6 +362,8 @@ class HashMemo:
 
     def values(self, size: int) -> pa.Array:
         """The first `size` dictionary values (zero-copy over the memo's append-only bytes)."""
+        if self._arrow is not None:
+            return self._arrow.slice(0, size)
         if self.width:
             return pa.Array.from_buffers(self.value_type, size, [None, pa.py_buffer(self._data[: size * self.width])])
         offsets = self._offsets[: size + 1]
