@@ -30,7 +30,7 @@ from otap_model import PayloadType
 from . import kernels
 from .columns import get_column, unsigned_array, unsigned_values
 from .errors import TransportError
-from .sort import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, Key, column_key, validity
+from .sort import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, Key, Ordering, column_key, validity
 
 _ATTR_VALUE_COLUMNS = ((1, "str"), (2, "int"), (3, "double"), (4, "bool"), (7, "bytes"))
 
@@ -71,13 +71,14 @@ def encode_parent_ids(
     pt: PayloadType,
     batch: pa.RecordBatch,
     parent_ids: pa.Array,
-    perm: np.ndarray | None,
+    ordering: Ordering,
     keys: dict[str, Key | None],
 ) -> pa.Array:
-    """The (quasi-)delta encoding of ``parent_ids[perm]``, ``batch`` being the unsorted table and
-    ``keys`` the sort keys already computed for it (any other column's key is computed here)."""
+    """The (quasi-)delta encoding of ``parent_ids`` in sorted order, ``batch`` being the unsorted
+    table, ``keys`` the sort keys already computed for it (any other column's key is computed
+    here) and ``ordering`` the sort."""
     values, _ = unsigned_values(parent_ids)
-    rows = kernels.IDENTITY if perm is None else perm
+    rows = kernels.IDENTITY if ordering.perm is None else ordering.perm
     out = np.empty_like(values)
     if pt in DATA_POINT_TABLES:
         kernels.delta_perm(values, rows, out)
@@ -87,6 +88,10 @@ def encode_parent_ids(
         types = get_column(batch, "type")
         if types is None:
             raise TransportError(f"{pt.name}: attribute table without a type column")
+        layout = _attrs_layout(batch, types, ordering, keys)
+        if layout is not None:
+            kernels.attrs_quasi_delta_sorted(values, rows, ordering.sorted_words(), *layout, out)
+            return unsigned_array(out, parent_ids, None)
         if pa.types.is_dictionary(types.type):
             types = types.dictionary_decode()
         if not pa.types.is_integer(types.type) or types.null_count == len(types):
@@ -118,6 +123,42 @@ def encode_parent_ids(
         raise TransportError(f"{pt.name}: has no quasi-delta encoded column")
     kernels.quasi_delta_perm(values, rows, eq, out)
     return unsigned_array(out, parent_ids, None)
+
+
+_ATTR_FIELDS = ("type", "key", "str", "int", "double", "bool", "bytes")
+
+
+def _attrs_layout(
+    batch: pa.RecordBatch, types: pa.Array, ordering: Ordering, keys: dict[str, Key | None]
+) -> tuple[np.ndarray, np.ndarray, np.uint64] | None:
+    """Where ``kernels.attrs_quasi_delta_sorted`` finds each equality column in the sort's packed
+    words (layout, null keys, lowest type code); None when some column's key is not usable that
+    way (not a sort key, a narrow float compared by raw bits, a ranked or signed type column)."""
+    if not ordering.words or not pa.types.is_unsigned_integer(types.type):
+        return None
+    layout = np.zeros((len(_ATTR_FIELDS), 4), dtype=np.int64)
+    nulls = np.zeros(len(_ATTR_FIELDS), dtype=np.uint64)
+    for f, path in enumerate(_ATTR_FIELDS):
+        if path not in keys:
+            return None
+        key = keys[path]
+        if key is None:
+            continue  # absent or all null: mode 0
+        column = get_column(batch, path)
+        assert column is not None
+        value_type = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if pa.types.is_floating(value_type) and value_type.bit_width < 64:
+            return None
+        if path not in ordering.fields:
+            layout[f, 0] = 1  # zero-width key: one value, no nulls
+            continue
+        word, shift, bits, null = ordering.fields[path]
+        layout[f] = (2, word, shift, bits)
+        nulls[f] = null
+    type_key = keys["type"]
+    if type_key is not None and (type_key.dense or "type" in ordering.ranked):
+        return None
+    return layout, nulls, np.uint64(type_key.low if type_key is not None else 0)
 
 
 def _eq_key(batch: pa.RecordBatch, path: str, keys: dict[str, Key | None], where: str) -> tuple[np.ndarray, np.uint64]:

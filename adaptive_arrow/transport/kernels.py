@@ -81,10 +81,10 @@ _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def _numeric_key(
     values: np.ndarray, kind: int, bitmap: np.ndarray, offset: int, out: np.ndarray
-) -> tuple[np.uint64, int]:
+) -> tuple[np.uint64, np.uint64]:
     """Order-preserving u64 key of integers (kind 0 unsigned, 1 signed) or float64 bit patterns
-    (kind 2), shifted by the smallest valid key; null rows get ``high + 1`` where ``high`` is the
-    largest shifted valid key. Returns ``(high, valid rows)``; when ``high`` is the largest u64
+    (kind 2), shifted by the smallest valid key ``low``; null rows get ``high + 1`` where ``high``
+    is the largest shifted valid key. Returns ``(high, low)``; when ``high`` is the largest u64
     (no room for a null key) ``out`` holds unshifted keys and the caller ranks them instead."""
     n = values.size
     has_bitmap = bitmap.size != 0
@@ -108,10 +108,10 @@ def _numeric_key(
         high = max(high, key)
         count += 1
     if count == 0:
-        return np.uint64(0), 0
+        return np.uint64(0), np.uint64(0)
     span = high - low
     if span == _ONES:
-        return span, count
+        return span, low
     null = span + np.uint64(1)
     for i in range(n):
         if has_bitmap:
@@ -120,7 +120,7 @@ def _numeric_key(
                 out[i] = null
                 continue
         out[i] -= low
-    return span, count
+    return span, low
 
 
 def _bool_key(values: np.ndarray, value_offset: int, bitmap: np.ndarray, offset: int, out: np.ndarray) -> None:
@@ -322,6 +322,65 @@ def _attrs_quasi_delta(
         prev_row = row
 
 
+def _attrs_quasi_delta_sorted(
+    values: np.ndarray,
+    perm: np.ndarray,
+    words: np.ndarray,
+    layout: np.ndarray,
+    nulls: np.ndarray,
+    type_low: np.uint64,
+    out: np.ndarray,
+) -> None:
+    """``_attrs_quasi_delta`` reading the columns' keys from the sort's packed words in sorted order
+    (sequential reads instead of one random read per column and row).
+
+    Fields, in ``layout`` rows: type, key, str, int, double, bool, bytes; each ``(mode, word,
+    shift, bits)`` with mode 0 (absent or all null: never equal), 1 (one value, no nulls: always
+    equal) or 2 (packed: bits ``shift .. shift + bits`` of ``words[word]``, null when equal to
+    ``nulls[field]``). The type's code is its key plus ``type_low``.
+    """
+    fields = layout.shape[0]
+    rows = np.empty(fields, dtype=np.int64)
+    shifts = np.empty(fields, dtype=np.uint64)
+    masks = np.empty(fields, dtype=np.uint64)
+    for f in range(fields):
+        rows[f] = layout[f, 1]
+        shifts[f] = np.uint64(layout[f, 2])
+        masks[f] = (np.uint64(1) << np.uint64(layout[f, 3])) - np.uint64(1)
+    field_of_code = np.full(8, -1, dtype=np.int64)  # type code -> value field
+    field_of_code[1] = 2
+    field_of_code[2] = 3
+    field_of_code[3] = 4
+    field_of_code[4] = 5
+    field_of_code[7] = 6
+    permuted = perm.size != 0
+    usable = layout[0, 0] != 0 and layout[1, 0] != 0
+    prev = 0
+    for i in range(out.size):
+        v = values[perm[i]] if permuted else values[i]
+        equal = False
+        if i > 0 and usable:
+            equal = True
+            code = type_low
+            for f in range(2):  # type, key
+                if layout[f, 0] == 2:
+                    a = (words[rows[f], i] >> shifts[f]) & masks[f]
+                    if a == nulls[f] or a != (words[rows[f], i - 1] >> shifts[f]) & masks[f]:
+                        equal = False
+                        break
+                    if f == 0:
+                        code = a + type_low
+            if equal:
+                f = field_of_code[code] if code < 8 else -1
+                if f < 0 or layout[f, 0] == 0:
+                    equal = False
+                elif layout[f, 0] == 2:
+                    a = (words[rows[f], i] >> shifts[f]) & masks[f]
+                    equal = a != nulls[f] and a == (words[rows[f], i - 1] >> shifts[f]) & masks[f]
+        out[i] = v - prev if equal else v
+        prev = v
+
+
 delta_encode = _compile(_delta_encode)
 delta_decode = _compile(_delta_decode)
 quasi_delta_encode = _compile(_quasi_delta_encode)
@@ -337,6 +396,7 @@ quasi_delta_perm = _compile(_quasi_delta_perm)
 key_equal = _compile(_key_equal)
 key_both_null = _compile(_key_both_null)
 attrs_quasi_delta = _compile(_attrs_quasi_delta)
+attrs_quasi_delta_sorted = _compile(_attrs_quasi_delta_sorted)
 
 CACHED: bool = all(_cached)
 """True when the compiled kernels are cached on disk (False: compiled in every process)."""

@@ -25,9 +25,9 @@ from .sort import (
     EXEMPLAR_TABLES,
     ROOT_TABLES,
     resolve_sort_orders,
+    sort,
     sort_keys,
 )
-from .sort import order as sort_order
 
 _ROOT_IDS = ("id", "resource.id", "scope.id")
 
@@ -104,7 +104,8 @@ def optimize_table(
         new_parent_ids = mapping.apply(parent_ids, where, f"{parent_pt.name}.{parent_column}")
     overrides = None if new_parent_ids is None else {"parent_id": new_parent_ids}
     keys = sort_keys(table, order, where, overrides) if table.num_rows > 1 else {}
-    rows = sort_order(keys, table.num_rows)
+    ordering = sort(keys, table.num_rows)
+    rows = ordering.perm
     sorted_table = table if rows is None else table.take(rows)
     replaced: dict[str, tuple[pa.Array, str]] = {}
     for path in id_columns(pt):
@@ -115,7 +116,7 @@ def optimize_table(
     if new_parent_ids is not None:
         encoding = parent_id_encoding(pt)
         assert encoding is not None
-        replaced["parent_id"] = (delta.encode_parent_ids(pt, table, new_parent_ids, rows, keys), encoding)
+        replaced["parent_id"] = (delta.encode_parent_ids(pt, table, new_parent_ids, ordering, keys), encoding)
     return replace_columns(sorted_table, replaced)
 
 

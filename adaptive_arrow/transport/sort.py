@@ -128,6 +128,8 @@ class Key:
     bits: int
     dense: bool = False
     """True when the key is already a dense rank (cannot get narrower)."""
+    low: int = 0
+    """For integer keys (not ranked): the smallest valid key, which every key is shifted by."""
 
 
 def sort_indices(batch: pa.RecordBatch, paths: Sequence[str], where: str) -> np.ndarray | None:
@@ -152,8 +154,44 @@ def sort_keys(
     return keys
 
 
+@dataclass(frozen=True)
+class Ordering:
+    """The result of ``sort``: the permutation and where each key sits in the packed words.
+
+    ``fields[path] = (word, shift, bits, null)`` for every key packed into ``words`` (keys of zero
+    width are constant and not packed). ``words`` are in input row order; ``sorted_words`` gives
+    them in sorted order so runs of equal keys can be read sequentially.
+    """
+
+    perm: np.ndarray | None
+    words: list[np.ndarray]
+    fields: dict[str, tuple[int, int, int, np.uint64]]
+    ranked: frozenset[str] = frozenset()
+    """Keys packed as their dense rank rather than as given (equality kept, values not)."""
+    last_sorted: np.ndarray | None = None
+    position_bits: int = 0
+
+    def sorted_words(self) -> np.ndarray:
+        """The packed words in sorted row order, as a (words, rows) array."""
+        n = self.words[0].size
+        out = np.empty((len(self.words), n), dtype=np.uint64)
+        for i, word in enumerate(self.words):
+            if self.perm is None:
+                out[i] = word
+            elif i == len(self.words) - 1 and self.last_sorted is not None:
+                np.right_shift(self.last_sorted, np.uint64(self.position_bits), out=out[i])
+            else:
+                np.take(word, self.perm, out=out[i])
+        return out
+
+
 def order(keys: Mapping[str, Key | None], n: int) -> np.ndarray | None:
-    """The stable order of ``n`` rows by ``keys`` (most significant first); None when already sorted.
+    """The stable order of ``n`` rows by ``keys`` (most significant first); None when already sorted."""
+    return sort(keys, n).perm
+
+
+def sort(keys: Mapping[str, Key | None], n: int) -> Ordering:
+    """Sort ``n`` rows by ``keys`` (most significant first), stable, nulls last.
 
     Keys are packed least significant first into u64 words of at most ``64 - b`` bits (``b`` bits
     number the rows); wide numeric keys are replaced by their dense rank when that saves a word.
@@ -161,19 +199,21 @@ def order(keys: Mapping[str, Key | None], n: int) -> np.ndarray | None:
     packed value is unique and a plain (SIMD, unstable) ``np.sort`` gives a stable order; words are
     applied least significant first (LSD), each sort refining the order of the previous one.
     """
-    if n < 2:
-        return None
-    used = [key for key in reversed(list(keys.values())) if key is not None and key.bits]
-    if not used:
-        return None
+    used = [(path, key) for path, key in reversed(list(keys.items())) if key is not None and key.bits]
+    if n < 2 or not used:
+        return Ordering(None, [], {})
     position_bits = (n - 1).bit_length()
     room = 64 - position_bits
-    if sum(key.bits for key in used) > room:
-        used = _compacted(used, room)
+    ranked: frozenset[str] = frozenset()
+    if sum(key.bits for _, key in used) > room:
+        compacted = _compacted(used, room)
+        ranked = frozenset(path for (path, key), (_, new) in zip(used, compacted, strict=True) if key is not new)
+        used = compacted
     words: list[np.ndarray] = []
+    fields: dict[str, tuple[int, int, int, np.uint64]] = {}
     word: np.ndarray | None = None
     shift = 0
-    for key in used:
+    for path, key in used:
         if word is not None and shift + key.bits > room:
             words.append(word)
             word, shift = None, 0
@@ -181,26 +221,26 @@ def order(keys: Mapping[str, Key | None], n: int) -> np.ndarray | None:
             word = key.values.copy()
         else:
             word |= key.values << np.uint64(shift)
+        fields[path] = (len(words), shift, key.bits, key.null)
         shift += key.bits
     assert word is not None
     words.append(word)
     if len(words) == 1 and kernels.is_sorted(words[0]):
-        return None
+        return Ordering(None, words, fields, ranked)
     positions = np.arange(n, dtype=np.uint64)
     mask = np.uint64((1 << position_bits) - 1)
     perm: np.ndarray | None = None
     for word in words:
-        if perm is not None:
-            word = word[perm]
-        word <<= np.uint64(position_bits)
-        word |= positions
-        word.sort()
-        step = (word & mask).astype(np.intp)
+        packed = word[perm] if perm is not None else word.copy()
+        packed <<= np.uint64(position_bits)
+        packed |= positions
+        packed.sort()
+        step = (packed & mask).astype(np.intp)
         perm = step if perm is None else perm[step]
     assert perm is not None
     if len(words) > 1 and kernels.is_sorted(perm):
-        return None
-    return perm
+        return Ordering(None, words, fields, ranked)
+    return Ordering(perm, words, fields, ranked, packed, position_bits)
 
 
 _WIDE = 16
@@ -208,17 +248,18 @@ _WIDE = 16
 over few distinct values: doubles, timestamps, sparse value columns)."""
 
 
-def _compacted(keys: list[Key], room: int) -> list[Key]:
+def _compacted(keys: list[tuple[str, Key]], room: int) -> list[tuple[str, Key]]:
     """Dense-rank the widest numeric keys while the total width exceeds ``room``."""
     keys = list(keys)
-    total = sum(key.bits for key in keys)
-    wide = [i for i, key in enumerate(keys) if not key.dense and key.bits > _WIDE]
-    for i in sorted(wide, key=lambda i: -keys[i].bits):
+    total = sum(key.bits for _, key in keys)
+    wide = [i for i, (_, key) in enumerate(keys) if not key.dense and key.bits > _WIDE]
+    for i in sorted(wide, key=lambda i: -keys[i][1].bits):
         if total <= room:
             break
-        ranked = _dense(keys[i])
-        total -= keys[i].bits - ranked.bits
-        keys[i] = ranked
+        path, key = keys[i]
+        ranked = _dense(key)
+        total -= key.bits - ranked.bits
+        keys[i] = (path, ranked)
     return keys
 
 
@@ -266,8 +307,8 @@ def column_key(column: pa.Array, where: str) -> Key:
         kind = 1 if values.dtype.kind == "i" else 0
     else:
         raise TransportError(f"{where}: cannot sort by a column of type {type_}")
-    span, _ = kernels.numeric_key(values, kind, bitmap, offset, out)
-    span = int(span)
+    span_, low = kernels.numeric_key(values, kind, bitmap, offset, out)
+    span = int(span_)
     if span == (1 << 64) - 1:  # keys fill all 64 bits: no room for a null key, rank them
         distinct, dense = np.unique(out if bitmap.size == 0 else out[_valid(column)], return_inverse=True)
         ranked = np.full(len(column), distinct.size, dtype=np.uint64)
@@ -278,7 +319,7 @@ def column_key(column: pa.Array, where: str) -> Key:
         high = distinct.size if column.null_count else distinct.size - 1
         return Key(ranked, np.uint64(distinct.size), int(high).bit_length(), dense=True)
     high = span + 1 if column.null_count else span
-    return Key(out, np.uint64(span + 1), high.bit_length())
+    return Key(out, np.uint64(span + 1), high.bit_length(), low=int(low))
 
 
 def validity(column: pa.Array) -> tuple[np.ndarray, int]:
