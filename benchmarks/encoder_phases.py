@@ -16,7 +16,7 @@ Each phase is timed by wrapping the function that implements it with ``time.perf
 Every phase is the median over ``--repeat`` runs (the first run, which loads numba's cache, is
 dropped); the plain write is the minimum over the same runs. Pinned to core 0, Arrow single-threaded.
 
-Run:  .venv/bin/python -m benchmarks.encoder_phases [--rows 20000] [--batch-size 5000] [--repeat 9] [--sort]
+Run:  .venv/bin/python -m benchmarks.encoder_phases [--rows 20000] [--batch-size 5000] [--repeat 9] [--sort] [--unary]
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def plain_write(bundles: list[OtapBundle]) -> float:
     return time.perf_counter() - t0
 
 
-def measure(signal: Signal, bundles: list[OtapBundle], config: EncoderConfig, repeat: int, clock: Clock):  # type: ignore[no-untyped-def]
+def measure(signal: Signal, bundles: list[OtapBundle], config: EncoderConfig, repeat: int, clock: Clock, unary: bool):  # type: ignore[no-untyped-def]
     runs: list[tuple[float, dict[tuple[str, str], float]]] = []
     plain = float("inf")
     for _ in range(repeat + 1):
@@ -110,6 +110,8 @@ def measure(signal: Signal, bundles: list[OtapBundle], config: EncoderConfig, re
         t0 = time.perf_counter()
         enc = Encoder(signal, config)
         for b in bundles:
+            if unary:
+                enc = Encoder(signal, config)
             enc.encode(b).to_bytes()
         runs.append((time.perf_counter() - t0, dict(clock.total)))
         plain = min(plain, plain_write(bundles))
@@ -132,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sort", action="store_true")
+    parser.add_argument("--unary", action="store_true", help="a fresh encoder per batch (unary mode)")
     args = parser.parse_args(argv)
     if hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError):
@@ -141,14 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     clock = Clock()
     install(clock)
     config = EncoderConfig(sort=args.sort)
-    print(f"### Encoder time split (sort={args.sort}; {args.rows} root records in batches of {args.batch_size}; "
+    print(f"### Encoder time split (sort={args.sort}, unary={args.unary}; {args.rows} root records in batches of {args.batch_size}; "
           f"median of {args.repeat} runs, in multiples of the plain IPC write)\n")
     print("| signal | plain write ms | encode | " + " | ".join(PHASES) + " | other |")
     print("|---|---|---|" + "---|" * (len(PHASES) + 1))
     per_payload: dict[str, list[tuple[str, float]]] = {}
     for signal in Signal:
         bundles = list(otap_model.generate(signal, args.rows, batch_size=args.batch_size, seed=args.seed))
-        runs, plain = measure(signal, bundles, config, args.repeat, clock)
+        runs, plain = measure(signal, bundles, config, args.repeat, clock, args.unary)
         total = statistics.median(t for t, _ in runs)
         phases = {p: statistics.median(split(c).get(p, 0.0) for _, c in runs) for p in PHASES}
         other = total - sum(phases.values())
