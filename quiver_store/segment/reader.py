@@ -226,6 +226,16 @@ class SegmentReader:
         chunks = np.bincount(sid, minlength=len(entries))
         if not (np.array_equal(rows, entries["rows"]) and np.array_equal(chunks, entries["chunks"])):
             raise CorruptionError("manifest row or chunk counts disagree with the stream directory", path, m_off)
+        # Chunks sharing a record batch tile it in manifest order: each starts where the previous ended.
+        order = np.lexsort((np.arange(len(refs)), refs["batch"], sid))
+        group = sid[order] * (1 << 32) + refs["batch"][order].astype(np.int64)
+        counts_sorted = refs["row_count"][order].astype(np.int64)
+        ends = np.cumsum(counts_sorted)
+        first = np.ones(len(order), bool)
+        first[1:] = group[1:] != group[:-1]
+        group_base = np.maximum.accumulate(np.where(first, ends - counts_sorted, 0))
+        if not np.array_equal(refs["row_offset"][order].astype(np.int64), ends - counts_sorted - group_base):
+            raise CorruptionError("manifest chunks do not tile their record batches (row offsets overlap or leave gaps)", path, m_off)
         ts = bundles["ingestion_time_ns"]
         if int(ts.min()) != footer.ingestion_time_min_ns or int(ts.max()) != footer.ingestion_time_max_ns:
             raise CorruptionError("manifest ingestion times disagree with the footer's range", path, m_off)
