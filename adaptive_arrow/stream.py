@@ -3,6 +3,7 @@ encoder side, one incrementally fed reader per ``schema_id`` on the decoder side
 
 from __future__ import annotations
 
+import collections
 import io
 
 import pyarrow as pa
@@ -41,25 +42,42 @@ class StreamWriter:
 
 
 class _Feed:
-    """A read-only file whose content grows as payloads arrive; consumed bytes are dropped."""
+    """A read-only file whose content grows as payloads arrive.
+
+    Reads within one payload return memoryview slices of it (payloads are immutable bytes, so
+    pyarrow wraps them without copying the record bodies); consumed payloads are dropped.
+    """
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._pos = 0  # read position in the first chunk
         self.closed = False
 
     def append(self, data: bytes) -> None:
-        if self._pos == len(self._buf):  # everything before was consumed
-            self._buf = bytearray()
-            self._pos = 0
-        self._buf += data
+        if len(data):
+            self._chunks.append(data if isinstance(data, bytes) else bytes(data))
 
-    def read(self, n: int | None = -1) -> bytes:
+    def read(self, n: int | None = -1) -> bytes | memoryview:
         if n is None or n < 0:
-            n = len(self._buf) - self._pos
-        with memoryview(self._buf) as view:
-            out = bytes(view[self._pos : self._pos + n])
-        self._pos += len(out)
+            n = self.pending
+        if not self._chunks or n == 0:
+            return b""
+        first = self._chunks[0]
+        if self._pos + n <= len(first):  # the usual case: a message inside one payload
+            out = memoryview(first)[self._pos : self._pos + n]
+            self._pos += n
+        else:  # spans payloads: join the pieces
+            parts = [memoryview(first)[self._pos :]]
+            got = len(parts[0])
+            for chunk in list(self._chunks)[1:]:
+                if got >= n:
+                    break
+                parts.append(memoryview(chunk)[: n - got])
+                got += len(parts[-1])
+            out = memoryview(b"".join(parts))
+            self._pos += got
+        while self._chunks and self._pos >= len(self._chunks[0]):
+            self._pos -= len(self._chunks.popleft())
         return out
 
     def readable(self) -> bool:
@@ -76,7 +94,7 @@ class _Feed:
 
     @property
     def pending(self) -> int:
-        return len(self._buf) - self._pos
+        return sum(len(c) for c in self._chunks) - self._pos
 
 
 class StreamReader:
