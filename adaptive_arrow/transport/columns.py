@@ -59,25 +59,25 @@ def _with_encoding(field: pa.Field, encoding: str | None) -> pa.Field:
 
 
 class SchemaCache:
-    """Values derived from a schema, computed once per distinct schema (field metadata included:
-    ``pa.Schema`` equality and hashing ignore it, so each hash bucket is checked with
-    ``equals(check_metadata=True)``). Batches of one stream share a handful of schemas, so
-    per-batch schema work becomes one dictionary lookup."""
+    """Values derived from a schema, computed once per distinct schema, so per-batch schema work
+    becomes a short scan. Schemas are matched with ``equals(check_metadata=True)`` (field
+    metadata matters here, and ``hash(schema)`` costs several microseconds while ``equals`` costs
+    tens of nanoseconds); each (tag, field count) keeps its most recent ``per_key`` schemas."""
 
-    def __init__(self, limit: int = 256) -> None:
-        self._entries: dict[tuple[object, pa.Schema], list[tuple[pa.Schema, object]]] = {}
-        self._limit = limit
+    def __init__(self, per_key: int = 8) -> None:
+        self._entries: dict[tuple[object, int], list[tuple[pa.Schema, object]]] = {}
+        self._per_key = per_key
 
     def get(self, tag: object, schema: pa.Schema) -> object | None:
-        for known, value in self._entries.get((tag, schema), ()):
+        for known, value in self._entries.get((tag, len(schema)), ()):
             if known is schema or known.equals(schema, check_metadata=True):
                 return value
         return None
 
     def put(self, tag: object, schema: pa.Schema, value: object) -> None:
-        if len(self._entries) >= self._limit:
-            self._entries.clear()
-        self._entries.setdefault((tag, schema), []).append((schema, value))
+        entries = self._entries.setdefault((tag, len(schema)), [])
+        entries.insert(0, (schema, value))
+        del entries[self._per_key :]
 
 
 _ENCODED_PATHS = SchemaCache()
