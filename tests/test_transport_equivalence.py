@@ -154,3 +154,38 @@ def test_zipkin_samples_match_the_reference(path: Path) -> None:
 @given(st.sampled_from(list(Signal)).flatmap(lambda s: plain_bundles(s)), st.booleans())
 def test_random_bundles_match_the_reference(bundle: OtapBundle, reference_orders: bool) -> None:
     assert_same_as_reference(bundle, REFERENCE if reference_orders else None)
+
+
+def _scatter_ids(bundle: OtapBundle, parent: PayloadType, child: PayloadType, factor: int) -> OtapBundle:
+    """The bundle with ``parent``'s u32 ids (and ``child``'s parent ids) multiplied by an odd
+    ``factor`` modulo 2**32: still unique, but spread over the whole u32 range."""
+    def spread(array: pa.Array) -> pa.Array:
+        values = [None if v is None else (v * factor) % 2**32 for v in array.to_pylist()]
+        return pa.array(values, pa.uint32())
+
+    tables = dict(bundle.tables)
+    tables[parent] = replace_column(tables[parent], "id", spread(tables[parent].column("id")), None)
+    tables[child] = replace_column(tables[child], "parent_id", spread(tables[child].column("parent_id")), None)
+    return OtapBundle(bundle.signal, tables)
+
+
+def test_sparse_u32_ids_match_the_reference() -> None:
+    """Ids far above the row count take the sorted-distinct lookup path instead of a direct table."""
+    for bundle in otap_model.generate(Signal.TRACES, 600, batch_size=300, seed=5):
+        sparse = _scatter_ids(bundle, PayloadType.SPAN_EVENTS, PayloadType.SPAN_EVENT_ATTRS, 2_654_435_761)
+        assert max(v for v in sparse[PayloadType.SPAN_EVENTS].column("id").to_pylist() if v is not None) > 2**20
+        assert_same_as_reference(sparse)
+
+
+def test_dangling_parent_id_is_reported_with_sparse_ids() -> None:
+    from adaptive_arrow.transport import TransportError
+
+    bundle = next(iter(otap_model.generate(Signal.TRACES, 300, batch_size=300, seed=5)))
+    sparse = _scatter_ids(bundle, PayloadType.SPAN_EVENTS, PayloadType.SPAN_EVENT_ATTRS, 2_654_435_761)
+    attrs = sparse[PayloadType.SPAN_EVENT_ATTRS]
+    parent_ids = attrs.column("parent_id").to_pylist()
+    parent_ids[3] = 7  # no event has id 7 after the spread (7 is not a multiple of the factor mod 2**32)
+    bad = replace_column(attrs, "parent_id", pa.array(parent_ids, pa.uint32()), None)
+    tables = {**sparse.tables, PayloadType.SPAN_EVENT_ATTRS: bad}
+    with pytest.raises(TransportError, match=r"SPAN_EVENT_ATTRS: parent_id 7 at row 3 matches no SPAN_EVENTS\.id"):
+        optimize(OtapBundle(Signal.TRACES, tables))
