@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from .errors import ConfigError
+from .transform.dictionary import RepetitionRule
 
 MAX_DICTIONARY_LIMIT = 2**32 - 1
+DEFAULT_MAX_DISTINCT_RATIO: float | None = 0.5  # chosen by benchmarks/dictionary_sweep.py
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,12 @@ class EncoderConfig:
         replay-loop limit; a round adds every missing field at once, the next fixes dictionaries).
     dictionary_limit: largest dictionary cardinality (Go ``LimitIndexSize``); 0 disables
         dictionaries.
+    dictionary_max_distinct_ratio: beyond Go's ladder, a dictionary column falls back to its plain
+        type for the rest of the stream once more than this fraction of the non-null values fed
+        to it were distinct (its values barely repeat, so values + indices cost more than the
+        plain column); ``None`` keeps the pure Go ladder.
+    dictionary_min_values: non-null values a stream must have fed a column before that ratio is
+        judged (in unary mode the first batch decides, so smaller batches keep the dictionary).
     sort_orders: per payload type id, the sort keys ``transport.optimize`` uses (None = its defaults).
     """
 
@@ -31,6 +39,8 @@ class EncoderConfig:
     dictionary_reset_threshold: float = 0.3
     max_schema_updates: int = 5
     dictionary_limit: int = 65535
+    dictionary_max_distinct_ratio: float | None = DEFAULT_MAX_DISTINCT_RATIO
+    dictionary_min_values: int = 1000
     sort_orders: Mapping[int, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
@@ -49,6 +59,12 @@ class EncoderConfig:
             raise ConfigError(
                 f"EncoderConfig.dictionary_limit must be an integer in [0, {MAX_DICTIONARY_LIMIT}], got {d!r}"
             )
+        r = self.dictionary_max_distinct_ratio
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 <= r <= 1.0):
+            raise ConfigError(f"EncoderConfig.dictionary_max_distinct_ratio must be None or a number in [0, 1], got {r!r}")
+        v = self.dictionary_min_values
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"EncoderConfig.dictionary_min_values must be an integer >= 1, got {v!r}")
         if self.sort_orders is not None:
             if not isinstance(self.sort_orders, Mapping):
                 raise ConfigError("EncoderConfig.sort_orders must be a mapping of payload type id to column names")
@@ -58,3 +74,9 @@ class EncoderConfig:
                     raise ConfigError(f"EncoderConfig.sort_orders[{pt!r}] must be a sequence of column names, got {keys!r}")
                 frozen[int(pt)] = tuple(keys)
             object.__setattr__(self, "sort_orders", MappingProxyType(frozen))
+
+    @property
+    def repetition_rule(self) -> RepetitionRule | None:
+        """The repetition-aware dictionary fallback, or None for the pure Go ladder."""
+        r = self.dictionary_max_distinct_ratio
+        return None if r is None else RepetitionRule(float(r), self.dictionary_min_values)

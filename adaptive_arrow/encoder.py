@@ -58,6 +58,7 @@ class Encoder:
                 reference_schema(pt),
                 dictionary_limit=self.config.dictionary_limit,
                 reset_threshold=self.config.dictionary_reset_threshold,
+                repetition=self.config.repetition_rule,
             )
             plan = table.plan(batch)
             if plan.rounds > self.config.max_schema_updates:

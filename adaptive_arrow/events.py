@@ -15,6 +15,7 @@ class EventKind(StrEnum):
     DICTIONARY_UPGRADE = "dictionary_upgrade"
     DICTIONARY_OVERFLOW = "dictionary_overflow"
     DICTIONARY_RESET = "dictionary_reset"
+    DICTIONARY_FALLBACK = "dictionary_fallback"  # values barely repeat: plain type from now on
     STREAM_OPENED = "stream_opened"  # a new (payload type, signature) IPC stream, i.e. a schema reset
 
 

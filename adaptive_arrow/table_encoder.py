@@ -17,7 +17,7 @@ from otap_model import PayloadType
 
 from .events import Event, EventKind
 from .signature import schema_signature
-from .transform.dictionary import DictionaryPlan
+from .transform.dictionary import DictionaryPlan, RepetitionRule
 from .transform.node import Kind, TransformNode, build_tree
 
 ANNOTATION_PREFIX = b"#"
@@ -84,7 +84,13 @@ class TablePlan:
         kinds = {e.kind for e in self.events}
         structural = bool(kinds & {EventKind.FIELD_ADDED, EventKind.UNION_VARIANT_ADDED})
         dictionary = bool(
-            kinds & {EventKind.DICTIONARY_UPGRADE, EventKind.DICTIONARY_OVERFLOW, EventKind.DICTIONARY_RESET}
+            kinds
+            & {
+                EventKind.DICTIONARY_UPGRADE,
+                EventKind.DICTIONARY_OVERFLOW,
+                EventKind.DICTIONARY_RESET,
+                EventKind.DICTIONARY_FALLBACK,
+            }
         )
         return int(structural) + int(dictionary)
 
@@ -92,10 +98,20 @@ class TablePlan:
 class TableEncoder:
     """The adaptive state of one payload table: its transformation tree and current stream key."""
 
-    def __init__(self, payload_type: PayloadType, schema: pa.Schema, *, dictionary_limit: int, reset_threshold: float):
+    def __init__(
+        self,
+        payload_type: PayloadType,
+        schema: pa.Schema,
+        *,
+        dictionary_limit: int,
+        reset_threshold: float,
+        repetition: RepetitionRule | None = None,
+    ):
         self.payload_type = payload_type
         self.reference = schema
-        self.roots = build_tree(schema, dictionary_limit=dictionary_limit, reset_threshold=reset_threshold)
+        self.roots = build_tree(
+            schema, dictionary_limit=dictionary_limit, reset_threshold=reset_threshold, repetition=repetition
+        )
         self._nodes = {id(node): node for root in self.roots for node in root.walk()}
         self.route_key: tuple[str, str] | None = None
         self.last_schema: pa.Schema | None = None

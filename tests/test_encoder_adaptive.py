@@ -3,7 +3,9 @@
 Plain tables are built directly from the reference schemas. An independent model of the Go
 dictionary ladder (u8 -> u16 -> plain, reset below the distinct/total threshold, cardinality
 cumulative over an IPC stream and restarted with each new stream) predicts the events and
-index types; every batch must decode back to the input exactly.
+index types; every batch must decode back to the input exactly. The Go-exact tests run with the
+repetition rule off; the same model with the rule on (distinct/non-null values above a ratio
+after enough values: plain for the rest of the stream) checks the repetition-aware fallback.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ ATTRS_REF = reference_schema(P.LOG_ATTRS)
 N_LOGS = 64
 POOL_SIZE = 400_000
 POOL = pa.array([f"v{i:07d}" for i in range(POOL_SIZE)])
-CONFIG = EncoderConfig(sort=False)
-DICT_KINDS = {EventKind.DICTIONARY_UPGRADE, EventKind.DICTIONARY_OVERFLOW, EventKind.DICTIONARY_RESET}
+CONFIG = EncoderConfig(sort=False, dictionary_max_distinct_ratio=None)  # pure Go ladder
+DICT_KINDS = {
+    EventKind.DICTIONARY_UPGRADE,
+    EventKind.DICTIONARY_OVERFLOW,
+    EventKind.DICTIONARY_RESET,
+    EventKind.DICTIONARY_FALLBACK,
+}
 LADDERS = {"key": (255, 65535), "str": (65535,)}  # #dictionary=8 and #dictionary=16 with the default limit
 INDEX_TYPES = {255: pa.uint8(), 65535: pa.uint16()}
 
@@ -110,28 +117,35 @@ def attrs_table(key_ids: np.ndarray, str_ids: np.ndarray | None, str_nulls: np.n
 @dataclass
 class ColumnModel:
     ladder: tuple[int, ...]
+    rule: tuple[float, int] | None = None  # (max distinct ratio, min values) or pure Go
     level: int | None = 0
     seen: set[int] = field(default_factory=set)
     total: int = 0
+    valid: int = 0  # non-null values fed in this stream
 
-    def feed(self, ids: np.ndarray | None, n: int, threshold: float = 0.3) -> tuple[str | None, set[int], int]:
-        """(event, seen after, total after) before any stream restart."""
+    def feed(self, ids: np.ndarray | None, n: int, threshold: float = 0.3) -> tuple[str | None, set[int], int, int]:
+        """(event, seen after, total after, non-null values after) before any stream restart;
+        `ids` are the non-null values."""
         distinct = set() if ids is None else set(np.unique(ids).tolist())
         if self.level is None:
-            return None, set(), 0
+            return None, set(), 0, 0
         seen = self.seen | distinct
         total = self.total + n
+        valid = self.valid + (0 if ids is None else len(ids))
         level = self.level
         while level < len(self.ladder) and len(seen) > self.ladder[level]:
             level += 1
         if level < len(self.ladder):
+            if self.rule is not None and valid >= self.rule[1] and len(seen) > self.rule[0] * valid:
+                self._next = None
+                return "dictionary_fallback", set(), 0, 0
             self._next = level
-            return ("dictionary_upgrade" if level > self.level else None), seen, total
+            return ("dictionary_upgrade" if level > self.level else None), seen, total, valid
         if len(seen) / total < threshold and len(distinct) <= self.ladder[-1]:
             self._next = len(self.ladder) - 1
-            return "dictionary_reset", distinct, n
+            return "dictionary_reset", distinct, n, len(ids) if ids is not None else 0
         self._next = None
-        return "dictionary_overflow", set(), 0
+        return "dictionary_overflow", set(), 0, 0
 
     def index_type(self) -> pa.DataType | None:
         return None if self.level is None else INDEX_TYPES[self.ladder[self.level]]
@@ -185,11 +199,15 @@ def _columns(batch: pa.RecordBatch) -> dict[str, bool]:
     return out
 
 
-def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-untyped-def]
-    enc, dec = Encoder(Signal.LOGS, CONFIG), Decoder()
-    records = Encoder(Signal.LOGS, CONFIG)  # the same stream through the Quiver path
+def run_sequence(batches, *, unary_check: bool, config: EncoderConfig = CONFIG) -> None:  # type: ignore[no-untyped-def]
+    enc, dec = Encoder(Signal.LOGS, config), Decoder()
+    records = Encoder(Signal.LOGS, config)  # the same stream through the Quiver path
     carried: dict[PayloadType, set[str]] = {P.LOGS: set(), P.LOG_ATTRS: set()}
-    models = {name: ColumnModel(ladder) for name, ladder in LADDERS.items()}
+    rule = config.repetition_rule
+    models = {
+        name: ColumnModel(ladder, None if rule is None else (rule.max_distinct_ratio, rule.min_values))
+        for name, ladder in LADDERS.items()
+    }
     str_present = False
     logs_seen: set[str] = set()
     next_ids = {"key": 0, "str": 0}
@@ -219,12 +237,12 @@ def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-unty
         results = {"key": models["key"].feed(key_ids, n)}
         if str_now:
             results["str"] = models["str"].feed(str_valid, n)
-        for name, (event, _, _) in results.items():
+        for name, (event, _, _, _) in results.items():
             if event:
                 expected.append((event, name))
-        for name, (_, seen, total) in results.items():
+        for name, (_, seen, total, valid) in results.items():
             m = models[name]
-            m.level, m.seen, m.total = m._next, seen, total  # type: ignore[attr-defined]
+            m.level, m.seen, m.total, m.valid = m._next, seen, total, valid  # type: ignore[attr-defined]
         shape = (str_now, models["key"].level, models["str"].level)
         new_stream = shape != prev_shape
         if new_stream:  # new IPC stream: dictionaries restart with this batch's values
@@ -233,6 +251,7 @@ def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-unty
                 if m.level is not None and (name == "key" or str_now):
                     m.seen = set() if ids is None else set(np.unique(ids).tolist())
                     m.total = n
+                    m.valid = 0 if ids is None else len(ids)
         prev_shape = shape
         str_present = str_now
         for name, ids in (("key", key_ids), ("str", str_ids)):
@@ -286,7 +305,7 @@ def run_sequence(batches, *, unary_check: bool) -> None:  # type: ignore[no-unty
             carried[pt] |= {name for name, has in columns.items() if has}
             assert set(columns) <= carried[pt], set(columns) - carried[pt]
         if unary_check:  # a fresh encoder per batch: no emitted column is all null
-            unary = Encoder(Signal.LOGS, CONFIG).encode_records(bundle)
+            unary = Encoder(Signal.LOGS, config).encode_records(bundle)
             for batch in unary.slots.values():
                 assert all(_columns(batch).values()), _columns(batch)
             assert Decoder().decode_records(unary) == bundle
@@ -302,6 +321,48 @@ def test_small_cardinalities_follow_the_ladder_and_round_trip(batches) -> None: 
 @given(st.one_of(drifting_sequences(big=True), threshold_sequences()))
 def test_large_cardinalities_cross_u16_and_reset_threshold(batches) -> None:  # type: ignore[no-untyped-def]
     run_sequence(batches, unary_check=False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    drifting_sequences(big=False),
+    st.sampled_from([0.0, 0.3, 0.5, 0.8, 1.0]),
+    st.sampled_from([1, 50, 300, 1000]),
+)
+def test_repetition_rule_falls_back_to_plain_for_the_rest_of_the_stream(batches, ratio, min_values) -> None:  # type: ignore[no-untyped-def]
+    config = EncoderConfig(sort=False, dictionary_max_distinct_ratio=ratio, dictionary_min_values=min_values)
+    run_sequence(batches, unary_check=True, config=config)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "specs", "events"),
+    [
+        # 1,000 distinct of 1,000: falls back at once; the column stays plain (no event later)
+        (0.5, [ColumnSpec(1000, 0), ColumnSpec(10, 5000)], [[("dictionary_fallback", "key")], []]),
+        # 999 values are too few to judge; the 1,000th value fed decides
+        (0.5, [ColumnSpec(999, 0), ColumnSpec(1, 0)], [[("dictionary_upgrade", "key")], [("dictionary_fallback", "key")]]),
+        # 500 distinct of 1,000 is not above 0.5; 501 of 1,000 is
+        (0.5, [ColumnSpec(500, 500)], [[("dictionary_upgrade", "key")]]),
+        (0.5, [ColumnSpec(501, 499)], [[("dictionary_fallback", "key")]]),
+        # None: the pure Go ladder
+        (None, [ColumnSpec(1000, 0)], [[("dictionary_upgrade", "key")]]),
+    ],
+)
+def test_repetition_rule_boundaries(ratio: float | None, specs: list[ColumnSpec], events: list[list[tuple[str, str]]]) -> None:
+    enc, dec = Encoder(Signal.LOGS, EncoderConfig(sort=False, dictionary_max_distinct_ratio=ratio)), Decoder()
+    logs = logs_table(frozenset(), 0)
+    next_id = 0
+    for spec, want in zip(specs, events):
+        n = spec.fresh + spec.repeat
+        ids = np.concatenate([np.arange(next_id, next_id + spec.fresh), np.full(spec.repeat, next_id)])
+        next_id += spec.fresh
+        bundle = OtapBundle(Signal.LOGS, {P.LOGS: logs, P.LOG_ATTRS: attrs_table(ids[:n], None, None)})
+        bar = enc.encode(bundle)
+        assert [(e.kind.value, e.path) for e in enc.last_events if e.kind in DICT_KINDS] == want
+        assert dec.decode(bar) == bundle
+    fallbacks = sum(1 for w in events for kind, _ in w if kind == "dictionary_fallback")
+    assert pa.types.is_dictionary(enc.schema_of(P.LOG_ATTRS).field("key").type) == (fallbacks == 0)
+    assert enc.stats.count(EventKind.DICTIONARY_FALLBACK, P.LOG_ATTRS, "key") == fallbacks
 
 
 @pytest.mark.parametrize(

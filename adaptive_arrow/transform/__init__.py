@@ -1,6 +1,6 @@
 """Field transforms and the transformation tree built from an annotated reference schema."""
 
-from .dictionary import DictionaryEvent, DictionaryPlan, DictionaryTransform, index_ladder
+from .dictionary import DictionaryEvent, DictionaryPlan, DictionaryTransform, RepetitionRule, index_ladder
 from .identity import Identity
 from .no_field import NoField
 from .node import TransformNode, build_tree
@@ -12,6 +12,7 @@ __all__ = [
     "DictionaryTransform",
     "Identity",
     "NoField",
+    "RepetitionRule",
     "TransformNode",
     "UnionVariants",
     "build_tree",

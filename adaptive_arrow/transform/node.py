@@ -16,7 +16,7 @@ import pyarrow.types as pt
 
 from otap_model import annotation
 
-from .dictionary import DictionaryTransform, index_ladder
+from .dictionary import DictionaryTransform, RepetitionRule, index_ladder
 from .identity import Identity
 from .no_field import NoField
 from .union import UnionVariants
@@ -76,7 +76,7 @@ class TransformNode:
         node.transforms = []
         for t in self.transforms:
             if isinstance(t, DictionaryTransform):
-                t = node.dictionary = DictionaryTransform(t.value_type, t.ladder, t.threshold)
+                t = node.dictionary = DictionaryTransform(t.value_type, t.ladder, t.threshold, t.repetition)
             elif isinstance(t, UnionVariants):
                 t = node.union = UnionVariants(self.field.type)
             node.transforms.append(t)  # Identity and NoField are stateless
@@ -92,7 +92,9 @@ class TransformNode:
         return f"TransformNode({self.path!r}, {self.transforms})"
 
 
-def _node(field: pa.Field, path: str, can_drop: bool, limit: int, threshold: float) -> TransformNode:
+def _node(
+    field: pa.Field, path: str, can_drop: bool, limit: int, threshold: float, repetition: RepetitionRule | None
+) -> TransformNode:
     ann = annotation(field)
     t = field.type
     kind = _kind(t)
@@ -100,39 +102,45 @@ def _node(field: pa.Field, path: str, can_drop: bool, limit: int, threshold: flo
     if can_drop and (ann.optional or field.nullable):
         transforms.append(NoField())
     if ann.dictionary is not None and kind is Kind.LEAF and not pt.is_dictionary(t):
-        transforms.append(DictionaryTransform(t, index_ladder(ann.dictionary, limit), threshold))
+        transforms.append(DictionaryTransform(t, index_ladder(ann.dictionary, limit), threshold, repetition))
     if kind is Kind.UNION:
         transforms.append(UnionVariants(t))
     if not transforms:
         transforms.append(Identity())
     children: list[TransformNode] = []
     if kind is Kind.STRUCT:
-        children = [_node(t.field(i), f"{path}.{t.field(i).name}", True, limit, threshold) for i in range(t.num_fields)]
+        children = [_node(t.field(i), f"{path}.{t.field(i).name}", True, limit, threshold, repetition) for i in range(t.num_fields)]
     elif kind is Kind.MAP:
         children = [
-            _node(t.key_field, f"{path}.key", False, limit, threshold),
-            _node(t.item_field, f"{path}.item", False, limit, threshold),
+            _node(t.key_field, f"{path}.key", False, limit, threshold, repetition),
+            _node(t.item_field, f"{path}.item", False, limit, threshold, repetition),
         ]
     elif kind is Kind.LIST:
-        children = [_node(t.value_field, f"{path}.{t.value_field.name}", False, limit, threshold)]
+        children = [_node(t.value_field, f"{path}.{t.value_field.name}", False, limit, threshold, repetition)]
     elif kind is Kind.UNION:
-        children = [_node(t.field(i), f"{path}.{t.field(i).name}", False, limit, threshold) for i in range(t.num_fields)]
+        children = [_node(t.field(i), f"{path}.{t.field(i).name}", False, limit, threshold, repetition) for i in range(t.num_fields)]
     return TransformNode(field, path, transforms, children)
 
 
-_BLUEPRINTS: dict[tuple[int, int, float], tuple[pa.Schema, list[TransformNode]]] = {}
+_BLUEPRINTS: dict[tuple[int, int, float, RepetitionRule | None], tuple[pa.Schema, list[TransformNode]]] = {}
 
 
-def build_tree(schema: pa.Schema, *, dictionary_limit: int = 65535, reset_threshold: float = 0.3) -> list[TransformNode]:
+def build_tree(
+    schema: pa.Schema,
+    *,
+    dictionary_limit: int = 65535,
+    reset_threshold: float = 0.3,
+    repetition: RepetitionRule | None = None,
+) -> list[TransformNode]:
     """The transformation tree of an annotated schema: one root node per top-level field.
 
     Blueprints are cached per schema object (the cache keeps the schema alive, so its id stays
     unique); each call returns a fresh tree with its own state.
     """
-    key = (id(schema), dictionary_limit, reset_threshold)
+    key = (id(schema), dictionary_limit, reset_threshold, repetition)
     cached = _BLUEPRINTS.get(key)
     if cached is None:
-        roots = [_node(f, f.name, True, dictionary_limit, reset_threshold) for f in schema]
+        roots = [_node(f, f.name, True, dictionary_limit, reset_threshold, repetition) for f in schema]
         if len(_BLUEPRINTS) < 1024:
             _BLUEPRINTS[key] = (schema, roots)
         cached = (schema, roots)
