@@ -160,6 +160,12 @@ def _is_sorted(word: np.ndarray) -> bool:
     return True
 
 
+def _or_shifted(word: np.ndarray, key: np.ndarray, shift: np.uint64) -> None:
+    """``word |= key << shift`` in one pass, without numpy's temporary."""
+    for i in range(word.size):
+        word[i] |= key[i] << shift
+
+
 # --- ids -----------------------------------------------------------------------------------------
 
 
@@ -389,6 +395,7 @@ numeric_key = _compile(_numeric_key)
 bool_key = _compile(_bool_key)
 rank_key = _compile(_rank_key)
 is_sorted = _compile(_is_sorted)
+or_shifted = _compile(_or_shifted)
 renumber_delta = _compile(_renumber_delta)
 remap = _compile(_remap)
 delta_perm = _compile(_delta_perm)

@@ -220,7 +220,7 @@ def sort(keys: Mapping[str, Key | None], n: int) -> Ordering:
         if word is None:
             word = key.values.copy()
         else:
-            word |= key.values << np.uint64(shift)
+            kernels.or_shifted(word, key.values, np.uint64(shift))
         fields[path] = (len(words), shift, key.bits, key.null)
         shift += key.bits
     assert word is not None
@@ -268,7 +268,8 @@ def _dense(key: Key) -> Key:
     values = key.values
     valid = values != key.null
     present = values[valid]
-    distinct = np.unique(present)
+    ordered = np.sort(present)  # SIMD sort; np.unique would hash, then sort
+    distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if ordered.size else ordered
     out = np.full(values.size, distinct.size, dtype=np.uint64)
     out[valid] = np.searchsorted(distinct, present)
     high = distinct.size if present.size < values.size else distinct.size - 1
