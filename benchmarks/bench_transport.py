@@ -1,14 +1,16 @@
 """Cost of transport optimisation (sort + dense ids + delta / quasi-delta encoding) per table and in
 total, against a plain ``pyarrow.ipc`` stream write of the same plain tables.
 
-    .venv/bin/python -m benchmarks.bench_transport [--batch-size 5000] [--batches 10] [--repeat 7]
+    .venv/bin/python -m benchmarks.bench_transport [--batch-size 5000] [--batches 10] [--repeat 7] [--steps]
 
 Each table's cost is its step of the top-down pass (parent id rewrite, sort, renumbering and the
 encoding of its id columns), timed around the function ``optimize`` calls per table; "total" times
 ``optimize`` itself (which also restores any encoded input first). The IPC baseline writes each
 plain table to an in-memory Arrow IPC stream (schema + one record batch, no compression). Times
 are the median over ``--repeat`` runs of the sum over ``--batches`` generated batches; the ratio
-is what matters (both sides are measured in the same run).
+is what matters (both sides are measured in the same run). ``--steps`` adds the split of each
+signal's time over the steps of ``optimize_table`` (the same calls, timed one by one: parent id
+rewrite, sort keys, sort, take, renumbering + delta, parent id encoding, output batch).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from adaptive_arrow.transport import optimize
-from adaptive_arrow.transport.optimizer import optimize_table, top_down
-from adaptive_arrow.transport.sort import DEFAULT_SORT_ORDERS
+from adaptive_arrow.transport import delta, optimize
+from adaptive_arrow.transport.columns import get_column, replace_columns
+from adaptive_arrow.transport.ids import renumber_delta
+from adaptive_arrow.transport.optimizer import id_columns, optimize_table, parent_id_encoding, top_down
+from adaptive_arrow.transport.sort import DEFAULT_SORT_ORDERS, sort, sort_keys
 from otap_model import OtapBundle, PayloadType, Signal, from_otlp, generate_otlp
 
 
@@ -59,6 +63,49 @@ def per_table(bundles: list[OtapBundle]) -> dict[PayloadType, tuple[int, float, 
     return {pt: (int(r[0]), r[1], r[2]) for pt, r in out.items()}
 
 
+STEPS = ("parent id rewrite", "sort keys", "sort", "take", "renumber + delta", "parent id encoding", "output batch")
+
+
+def steps(bundles: list[OtapBundle]) -> list[float]:
+    """Seconds per step of ``optimize_table`` (in ``STEPS`` order), summed over tables and bundles."""
+    spent = [0.0] * len(STEPS)
+    for bundle in bundles:
+        renumberings: dict = {}
+        for pt, parent in top_down(bundle.signal):
+            table = bundle.tables.get(pt)
+            if table is None:
+                continue
+            marks = [time.perf_counter()]
+            lap = marks.append  # one mark after each step
+            parent_ids = None
+            if parent is not None:
+                parent_ids = renumberings[parent].apply(get_column(table, "parent_id"), pt.name, parent[1])
+            lap(time.perf_counter())
+            overrides = None if parent_ids is None else {"parent_id": parent_ids}
+            keys = sort_keys(table, DEFAULT_SORT_ORDERS[pt], pt.name, overrides) if table.num_rows > 1 else {}
+            lap(time.perf_counter())
+            ordering = sort(keys, table.num_rows)
+            lap(time.perf_counter())
+            sorted_table = table if ordering.perm is None else table.take(ordering.perm)
+            lap(time.perf_counter())
+            replaced = {}
+            for path in id_columns(pt):
+                ids = get_column(sorted_table, path)
+                if ids is not None:
+                    encoded, renumberings[(pt, path)] = renumber_delta(ids, path)
+                    replaced[path] = (encoded, "delta")
+            lap(time.perf_counter())
+            encoding = parent_id_encoding(pt)
+            if parent_ids is not None and encoding is not None:
+                replaced["parent_id"] = (delta.encode_parent_ids(pt, table, parent_ids, ordering, keys), encoding)
+            lap(time.perf_counter())
+            replace_columns(sorted_table, replaced)
+            lap(time.perf_counter())
+            for step in range(len(STEPS)):
+                spent[step] += marks[step + 1] - marks[step]
+    return spent
+
+
 def measure(signal: Signal, batch_size: int, batches: int, repeat: int, seed: int = 1) -> dict[str, object]:
     requests = generate_otlp(signal, batch_size * batches, batch_size=batch_size, seed=seed)
     bundles = [from_otlp(r) for r in requests]
@@ -68,11 +115,13 @@ def measure(signal: Signal, batch_size: int, batches: int, repeat: int, seed: in
         totals.append(sum(_timed(lambda b=b: optimize(b)) for b in bundles))
         writes.append(sum(_timed(lambda b=b: [ipc_write(t) for t in b.tables.values()]) for b in bundles))
         tables.append(per_table(bundles))
+    split = [statistics.median(s) for s in zip(*(steps(bundles) for _ in range(repeat)), strict=True)]
     per = {}
     for pt in tables[0]:
         rows = tables[0][pt][0]
         per[pt.name] = (rows, statistics.median(t[pt][1] for t in tables), statistics.median(t[pt][2] for t in tables))
-    return {"signal": signal.value, "total": statistics.median(totals), "ipc": statistics.median(writes), "tables": per}
+    return {"signal": signal.value, "total": statistics.median(totals), "ipc": statistics.median(writes), "tables": per,
+            "steps": split}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--signals", default="logs,traces,metrics")
+    parser.add_argument("--steps", action="store_true", help="also split each signal's time over the steps")
     args = parser.parse_args(argv)
     print(f"batch size {args.batch_size}, {args.batches} batches, median of {args.repeat} runs; times in ms per batch")
     print(f"{'signal':8} {'table':32} {'rows':>7} {'sort+delta':>11} {'ipc write':>10} {'ratio':>6}")
@@ -92,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         total, ipc = result["total"], result["ipc"]
         print(f"{name:8} {'TOTAL (optimize)':32} {'':7} {1e3 * total / args.batches:11.2f} "  # type: ignore[operator]
               f"{1e3 * ipc / args.batches:10.2f} {total / ipc:6.2f}")  # type: ignore[operator]
+        if args.steps:
+            split: list[float] = result["steps"]  # type: ignore[assignment]
+            for step, seconds in zip(STEPS, split, strict=True):
+                print(f"{name:8}   step: {step:24} {1e3 * seconds / args.batches:11.2f} ms {100 * seconds / sum(split):5.1f} %")
     return 0
 
 
