@@ -26,11 +26,12 @@ class EncoderConfig:
     dictionary_limit: largest dictionary cardinality (Go ``LimitIndexSize``); 0 disables
         dictionaries.
     dictionary_max_distinct_ratio: beyond Go's ladder, a dictionary column falls back to its plain
-        type for the rest of the stream once more than this fraction of the non-null values fed
-        to it were distinct (its values barely repeat, so values + indices cost more than the
-        plain column); ``None`` keeps the pure Go ladder.
-    dictionary_min_values: non-null values a stream must have fed a column before that ratio is
-        judged (in unary mode the first batch decides, so smaller batches keep the dictionary).
+        type for the rest of the stream when more than this fraction of one batch's non-null
+        values are new to its dictionary (its values barely repeat, so values + indices cost more
+        than the plain column); ``None`` keeps the pure Go ladder.
+    dictionary_min_values: the fewest non-null values of the column a batch must carry to be
+        judged: smaller batches keep the dictionary (across messages it is the only memory of
+        earlier values; in unary mode every batch is a first batch).
     sort_orders: per payload type id, the sort keys ``transport.optimize`` uses (None = its defaults).
     """
 
@@ -40,7 +41,7 @@ class EncoderConfig:
     max_schema_updates: int = 5
     dictionary_limit: int = 65535
     dictionary_max_distinct_ratio: float | None = DEFAULT_MAX_DISTINCT_RATIO
-    dictionary_min_values: int = 1000
+    dictionary_min_values: int = 500
     sort_orders: Mapping[int, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:

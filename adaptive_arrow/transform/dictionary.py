@@ -10,10 +10,13 @@ wire); otherwise the column falls back to its plain type for good. The stream di
 in a memo (``memo.py``) so each batch hashes only its own values.
 
 Beyond Go's ladder, an optional ``RepetitionRule`` drops a dictionary whose values barely repeat
-(near-unique bodies, ids, durations): once a stream has fed it ``min_values`` non-null values and
-more than ``max_distinct_ratio`` of them were distinct, the column falls back to its plain type
-for the rest of the stream. Such a dictionary costs its values plus an index per row, more than
-the plain column, whose few repeats zstd finds anyway.
+(near-unique bodies, ids, durations): when one batch carries at least ``min_values`` non-null
+values of the column and more than ``max_distinct_ratio`` of them are new to the stream
+dictionary, the column falls back to its plain type for the rest of the stream. Such a
+dictionary costs its values plus an index per row, more than the plain column, whose few
+repeats zstd finds anyway within a batch that large. The rule judges single batches, not the
+stream's cumulative count: small batches (a few hundred values) never trigger it, because
+there the dictionary is the only memory of values sent in earlier messages.
 """
 
 from __future__ import annotations
@@ -42,14 +45,14 @@ class DictionaryEvent(StrEnum):
 
 @dataclass(frozen=True)
 class RepetitionRule:
-    """Fall back to the plain type once ``distinct > max_distinct_ratio * values`` over at least
-    ``min_values`` non-null values fed in the stream."""
+    """Fall back to the plain type when a batch of at least ``min_values`` non-null values brings
+    more than ``max_distinct_ratio * values`` values new to the stream dictionary."""
 
     max_distinct_ratio: float
     min_values: int
 
-    def fires(self, cardinality: int, values: int) -> bool:
-        return values >= self.min_values and cardinality > self.max_distinct_ratio * values
+    def fires(self, new: int, values: int) -> bool:
+        return values >= self.min_values and new > self.max_distinct_ratio * values
 
 
 def _rung_for(cardinality: int) -> int:
@@ -80,14 +83,12 @@ class DictionaryPlan:
     event: DictionaryEvent | None
     cardinality: int
     alone: bool  # the memo holds only this batch's values
-    valid: int = 0  # cumulative non-null count, the repetition rule's denominator
 
     def restart(self) -> None:
         """The batch opens a new IPC stream: its dictionary holds only this batch's values."""
         if self.level is None:
             return
         self.total = len(self.array)
-        self.valid = len(self.array) - self.array.null_count
         if self.alone:  # the stream dictionary was empty: nothing to hash again
             return
         self.memo = new_memo(self.memo.value_type)
@@ -123,7 +124,6 @@ class DictionaryTransform:
         self.level: int | None = 0 if ladder else None
         self.memo: Memo = new_memo(value_type)
         self.total = 0
-        self.valid = 0  # cumulative non-null values fed in this stream
 
     @property
     def index_type(self) -> pa.DataType | None:
@@ -154,23 +154,21 @@ class DictionaryTransform:
         codes = self.memo.encode(array)
         cardinality = self.memo.size
         total = self.total + len(array)
-        valid = self.valid + len(array) - array.null_count
         level = self.level
         while level < len(self.ladder) and cardinality > self.ladder[level][1]:
             level += 1
         if level < len(self.ladder):
-            if self.repetition is not None and self.repetition.fires(cardinality, valid):
+            new = cardinality - self.memo.committed
+            if self.repetition is not None and self.repetition.fires(new, len(array) - array.null_count):
                 return DictionaryPlan(array, codes, self.memo, None, total, DictionaryEvent.FALLBACK, cardinality, alone)
             event = DictionaryEvent.UPGRADE if level > self.level else None
-            return DictionaryPlan(array, codes, self.memo, level, total, event, cardinality, alone, valid)
+            return DictionaryPlan(array, codes, self.memo, level, total, event, cardinality, alone)
         widest = len(self.ladder) - 1
         if total and cardinality / total < self.threshold:
             own = new_memo(self.value_type)
             own_codes = own.encode(array)
             if own.size <= self.ladder[widest][1]:
-                own_valid = len(array) - array.null_count
-                event = DictionaryEvent.RESET
-                return DictionaryPlan(array, own_codes, own, widest, len(array), event, own.size, True, own_valid)
+                return DictionaryPlan(array, own_codes, own, widest, len(array), DictionaryEvent.RESET, own.size, True)
         return DictionaryPlan(array, codes, self.memo, None, total, DictionaryEvent.OVERFLOW, cardinality, alone)
 
     def encode(self, array: pa.Array, plan: DictionaryPlan | None) -> pa.Array:
@@ -192,11 +190,11 @@ class DictionaryTransform:
         self.level = plan.level
         if plan.level is None:
             self.memo = new_memo(self.value_type)
-            self.total = self.valid = 0
+            self.total = 0
         else:
             plan.memo.commit(plan.cardinality)
             self.memo = plan.memo
-            self.total, self.valid = plan.total, plan.valid
+            self.total = plan.total
 
     def __repr__(self) -> str:
         return f"DictionaryTransform(index={self.index_type}, cardinality={self.memo.committed}, total={self.total})"
