@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adaptive_arrow.transport import TransportError, kernels
-from adaptive_arrow.transport.delta import delta_decode, delta_encode, quasi_delta_decode, quasi_delta_encode
+from adaptive_arrow.transport.delta import delta_decode, quasi_delta_decode
+from adaptive_arrow.transport.ids import renumber_delta
 from adaptive_arrow.transport.sort import sort_indices
 
 ids_u16 = st.lists(st.one_of(st.none(), st.integers(0, 2**16 - 1)), max_size=60)
@@ -23,29 +25,40 @@ ids_u16 = st.lists(st.one_of(st.none(), st.integers(0, 2**16 - 1)), max_size=60)
 
 @settings(max_examples=100, deadline=None)
 @given(ids_u16, st.sampled_from([pa.uint16(), pa.uint32()]))
-def test_delta_round_trip_keeps_nulls_and_wraps(values: list[int | None], type_: pa.DataType) -> None:
+def test_renumbered_delta_ids_keep_nulls_wrap_and_decode(values: list[int | None], type_: pa.DataType) -> None:
     ids = pa.array(values, type_)
-    encoded = delta_encode(ids)
+    encoded, mapping = renumber_delta(ids, "T.id")
     assert encoded.is_null().equals(ids.is_null())
-    assert delta_decode(encoded).to_pylist() == values
+    seen: dict[int, int] = {}
+    dense = [None if v is None else seen.setdefault(v, len(seen)) for v in values]
+    assert delta_decode(encoded).to_pylist() == dense  # dense ids in order of first appearance
+    assert all(int(mapping.lut[old]) == new for old, new in seen.items())
     # the running value skips nulls: each valid slot stores the step from the previous valid one
-    present = [v for v in values if v is not None]
+    present = [v for v in dense if v is not None]
     steps = [(b - a) % 2 ** type_.bit_width for a, b in zip([0, *present], present)]
     assert [v for v in encoded.to_pylist() if v is not None] == steps
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.booleans()), max_size=60))
-def test_quasi_delta_round_trip(rows: list[tuple[int, bool]]) -> None:
-    values = pa.array([v for v, _ in rows], pa.uint32())
+@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.booleans()), max_size=60), st.randoms())
+def test_quasi_delta_of_permuted_values_round_trips(rows: list[tuple[int, bool]], rng: random.Random) -> None:
+    values = np.array([v for v, _ in rows], dtype=np.uint32)
+    perm = np.arange(len(rows), dtype=np.intp)
+    rng.shuffle(perm)
     eq = np.array([e for _, e in rows], dtype=np.bool_)
     if eq.size:
         eq[0] = False
-    encoded = quasi_delta_encode(values, eq)
-    for i, (v, _) in enumerate(rows):
-        expected = (v - rows[i - 1][0]) % 2**32 if eq[i] else v
-        assert encoded[i].as_py() == expected
-    assert quasi_delta_decode(encoded, eq).to_pylist() == [v for v, _ in rows]
+    ordered = values[perm]
+    for rows_arg in (kernels.IDENTITY, perm):
+        source = values if rows_arg is perm else ordered
+        out = np.empty_like(values)
+        kernels.quasi_delta_perm(source, rows_arg, eq, out)
+        for i in range(len(rows)):
+            expected = (int(ordered[i]) - int(ordered[i - 1])) % 2**32 if eq[i] else int(ordered[i])
+            assert int(out[i]) == expected
+        assert quasi_delta_decode(pa.array(out, pa.uint32()), eq).to_pylist() == ordered.tolist()
+        kernels.delta_perm(source, rows_arg, out)
+        assert delta_decode(pa.array(out, pa.uint32())).to_pylist() == ordered.tolist()
 
 
 def test_kernels_work_without_any_writable_cache_directory(tmp_path: Path) -> None:
@@ -68,7 +81,7 @@ def test_kernels_work_without_any_writable_cache_directory(tmp_path: Path) -> No
         f"spec = importlib.util.spec_from_file_location('kernels_copy', {str(package / 'kernels.py')!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         "out = np.empty(4, np.uint16)\n"
-        "m.delta_encode(np.array([3, 5, 5, 2], np.uint16), m.NO_NULLS, out)\n"
+        "m.delta_perm(np.array([3, 5, 5, 2], np.uint16), m.IDENTITY, out)\n"
         "print(m.CACHED, out.tolist())\n"
     )
     try:

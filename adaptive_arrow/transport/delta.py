@@ -35,25 +35,11 @@ from .sort import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, Key, Ord
 _ATTR_VALUE_COLUMNS = ((1, "str"), (2, "int"), (3, "double"), (4, "bool"), (7, "bytes"))
 
 
-def delta_encode(ids: pa.Array) -> pa.Array:
-    values, valid = unsigned_values(ids)
-    out = np.empty_like(values)
-    kernels.delta_encode(values, kernels.NO_NULLS if valid is None else valid, out)
-    return unsigned_array(out, ids, valid)
-
-
 def delta_decode(ids: pa.Array) -> pa.Array:
     values, valid = unsigned_values(ids)
     out = np.empty_like(values)
     kernels.delta_decode(values, kernels.NO_NULLS if valid is None else valid, out)
     return unsigned_array(out, ids, valid)
-
-
-def quasi_delta_encode(parent_ids: pa.Array, eq: np.ndarray) -> pa.Array:
-    values, _ = unsigned_values(parent_ids)
-    out = np.empty_like(values)
-    kernels.quasi_delta_encode(values, eq, out)
-    return unsigned_array(out, parent_ids, None)
 
 
 def quasi_delta_decode(parent_ids: pa.Array, eq: np.ndarray) -> pa.Array:

@@ -34,18 +34,6 @@ def _compile(fn: Callable[..., Any]) -> Any:
     return compiled
 
 
-def _delta_encode(values: np.ndarray, valid: np.ndarray, out: np.ndarray) -> None:
-    check = valid.size != 0
-    prev = 0
-    for i in range(values.size):
-        if check and not valid[i]:
-            out[i] = 0
-            continue
-        v = values[i]
-        out[i] = v - prev
-        prev = v
-
-
 def _delta_decode(values: np.ndarray, valid: np.ndarray, out: np.ndarray) -> None:
     check = valid.size != 0
     acc = 0
@@ -55,14 +43,6 @@ def _delta_decode(values: np.ndarray, valid: np.ndarray, out: np.ndarray) -> Non
             continue
         acc += values[i]
         out[i] = acc
-
-
-def _quasi_delta_encode(values: np.ndarray, eq: np.ndarray, out: np.ndarray) -> None:
-    prev = 0
-    for i in range(values.size):
-        v = values[i]
-        out[i] = v - prev if eq[i] else v
-        prev = v
 
 
 def _quasi_delta_decode(values: np.ndarray, eq: np.ndarray, out: np.ndarray) -> None:
@@ -387,9 +367,7 @@ def _attrs_quasi_delta_sorted(
         prev = v
 
 
-delta_encode = _compile(_delta_encode)
 delta_decode = _compile(_delta_decode)
-quasi_delta_encode = _compile(_quasi_delta_encode)
 quasi_delta_decode = _compile(_quasi_delta_decode)
 numeric_key = _compile(_numeric_key)
 bool_key = _compile(_bool_key)

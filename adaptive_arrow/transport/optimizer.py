@@ -4,7 +4,8 @@ and the inverse, back to plain ids.
 Top-down means parents first: the root table (logs, spans or metrics) is sorted by its keys
 (resource and scope ids among them) and renumbered; each child then has its ``parent_id`` rewritten to the new parent
 numbering *before* it is sorted, so ``parent_id`` (its last sort key) orders children by the sorted
-position of their parent. Encodings are applied last, once every table has its final plain ids.
+position of their parent. A table is finished (ids encoded) in its own step: its parent ids only
+need the parent's numbering, recorded when the parent was done.
 """
 
 from __future__ import annotations
