@@ -173,3 +173,17 @@ def signal_of(payload_type: PayloadType) -> Signal | None:
         if payload_type in members:
             return signal
     return None
+
+
+# Kinds of payload tables, as the schemas and the transport encodings treat them.
+ATTRIBUTE_TABLES_16: frozenset[PayloadType] = frozenset(
+    {P.RESOURCE_ATTRS, P.SCOPE_ATTRS, P.LOG_ATTRS, P.SPAN_ATTRS, P.METRIC_ATTRS}
+)
+ATTRIBUTE_TABLES_32: frozenset[PayloadType] = frozenset(
+    {P.SPAN_EVENT_ATTRS, P.SPAN_LINK_ATTRS} | {attrs for _, attrs, _, _ in DATA_POINT_FAMILIES}
+    | {ex_attrs for _, _, _, ex_attrs in DATA_POINT_FAMILIES if ex_attrs is not None}
+)
+ATTRIBUTE_TABLES: frozenset[PayloadType] = ATTRIBUTE_TABLES_16 | ATTRIBUTE_TABLES_32
+DATA_POINT_TABLES: frozenset[PayloadType] = frozenset(dp for dp, _, _, _ in DATA_POINT_FAMILIES)
+EXEMPLAR_TABLES: frozenset[PayloadType] = frozenset(ex for _, _, ex, _ in DATA_POINT_FAMILIES if ex is not None)
+ROOT_TABLES: frozenset[PayloadType] = frozenset(ROOT_PAYLOAD.values())

@@ -23,7 +23,7 @@ from functools import cache
 import pyarrow as pa
 
 from .errors import SchemaError
-from .payload import PayloadType
+from .payload import ATTRIBUTE_TABLES_16, ATTRIBUTE_TABLES_32, PayloadType
 
 OPTIONAL = b"#optional"
 DICTIONARY = b"#dictionary"
@@ -167,19 +167,9 @@ def _buckets() -> pa.DataType:
 
 def _build(pt: PayloadType) -> pa.Schema:
     P = PayloadType
-    if pt in (P.RESOURCE_ATTRS, P.SCOPE_ATTRS, P.LOG_ATTRS, P.SPAN_ATTRS, P.METRIC_ATTRS):
+    if pt in ATTRIBUTE_TABLES_16:
         return _attrs(pa.uint16())
-    if pt in (
-        P.SPAN_EVENT_ATTRS,
-        P.SPAN_LINK_ATTRS,
-        P.NUMBER_DP_ATTRS,
-        P.SUMMARY_DP_ATTRS,
-        P.HISTOGRAM_DP_ATTRS,
-        P.EXP_HISTOGRAM_DP_ATTRS,
-        P.NUMBER_DP_EXEMPLAR_ATTRS,
-        P.HISTOGRAM_DP_EXEMPLAR_ATTRS,
-        P.EXP_HISTOGRAM_DP_EXEMPLAR_ATTRS,
-    ):
+    if pt in ATTRIBUTE_TABLES_32:
         return _attrs(pa.uint32())
     if pt is P.LOGS:
         return pa.schema(

@@ -26,11 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otap_model import PayloadType
+from otap_model.payload import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES
 
 from . import kernels
 from .columns import get_column, unsigned_array, unsigned_values
 from .errors import TransportError
-from .sort import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, Key, Ordering, column_key, validity
+from .sort import Key, Ordering, column_key, validity
 
 _ATTR_VALUE_COLUMNS = ((1, "str"), (2, "int"), (3, "double"), (4, "bool"), (7, "bytes"))
 

@@ -15,20 +15,13 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, relations
+from otap_model.payload import DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES
 
 from . import delta
 from .columns import DELTA, PLAIN, QUASI_DELTA, encoded_paths, get_column, replace_column, replace_columns
 from .errors import TransportError
 from .ids import Renumbering, renumber_delta
-from .sort import (
-    DATA_POINT_TABLES,
-    DEFAULT_SORT_ORDERS,
-    EXEMPLAR_TABLES,
-    ROOT_TABLES,
-    resolve_sort_orders,
-    sort,
-    sort_keys,
-)
+from .sort import DEFAULT_SORT_ORDERS, resolve_sort_orders, sort, sort_keys
 
 _ROOT_IDS = ("id", "resource.id", "scope.id")
 

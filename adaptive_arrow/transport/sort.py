@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otap_model import PayloadType, reference_schema
+from otap_model.payload import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES
 
 from . import kernels
 from .columns import get_column, get_field
@@ -33,29 +34,6 @@ _ATTRS = ("type", "key", "str", "int", "double", "bool", "bytes", "ser", "parent
 _DATA_POINTS = ("parent_id",)
 _EXEMPLARS = ("int_value", "double_value", "parent_id")
 
-ATTRIBUTE_TABLES = frozenset(
-    {
-        P.RESOURCE_ATTRS,
-        P.SCOPE_ATTRS,
-        P.LOG_ATTRS,
-        P.SPAN_ATTRS,
-        P.METRIC_ATTRS,
-        P.SPAN_EVENT_ATTRS,
-        P.SPAN_LINK_ATTRS,
-        P.NUMBER_DP_ATTRS,
-        P.SUMMARY_DP_ATTRS,
-        P.HISTOGRAM_DP_ATTRS,
-        P.EXP_HISTOGRAM_DP_ATTRS,
-        P.NUMBER_DP_EXEMPLAR_ATTRS,
-        P.HISTOGRAM_DP_EXEMPLAR_ATTRS,
-        P.EXP_HISTOGRAM_DP_EXEMPLAR_ATTRS,
-    }
-)
-DATA_POINT_TABLES = frozenset(
-    {P.NUMBER_DATA_POINTS, P.SUMMARY_DATA_POINTS, P.HISTOGRAM_DATA_POINTS, P.EXP_HISTOGRAM_DATA_POINTS}
-)
-EXEMPLAR_TABLES = frozenset({P.NUMBER_DP_EXEMPLARS, P.HISTOGRAM_DP_EXEMPLARS, P.EXP_HISTOGRAM_DP_EXEMPLARS})
-ROOT_TABLES = frozenset({P.LOGS, P.SPANS, P.UNIVARIATE_METRICS})
 
 REFERENCE_SORT_ORDERS: dict[PayloadType, tuple[str, ...]] = {
     P.LOGS: _ROOT_LOGS,
