@@ -16,7 +16,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ..bundle import OtapBundle
 from ..errors import ConversionError
-from ..payload import PayloadType, Signal
+from ..payload import DATA_POINT_FAMILIES, PayloadType, Signal
 from ..schema import conforms
 from . import anyvalue as av
 from . import writer as w
@@ -315,17 +315,11 @@ def _buckets(col: pa.Array, field: int) -> Blob:
     return w.length(content, w.valid(col), field)
 
 
+_FAMILY = {dp: (attrs, ex, ex_attrs) for dp, attrs, ex, ex_attrs in DATA_POINT_FAMILIES}
+
+
 def _points(pt: PayloadType) -> object:
-    attrs_pt, ex_pt, ex_attrs_pt = {
-        P.NUMBER_DATA_POINTS: (P.NUMBER_DP_ATTRS, P.NUMBER_DP_EXEMPLARS, P.NUMBER_DP_EXEMPLAR_ATTRS),
-        P.HISTOGRAM_DATA_POINTS: (P.HISTOGRAM_DP_ATTRS, P.HISTOGRAM_DP_EXEMPLARS, P.HISTOGRAM_DP_EXEMPLAR_ATTRS),
-        P.EXP_HISTOGRAM_DATA_POINTS: (
-            P.EXP_HISTOGRAM_DP_ATTRS,
-            P.EXP_HISTOGRAM_DP_EXEMPLARS,
-            P.EXP_HISTOGRAM_DP_EXEMPLAR_ATTRS,
-        ),
-        P.SUMMARY_DATA_POINTS: (P.SUMMARY_DP_ATTRS, None, None),
-    }[pt]
+    attrs_pt, ex_pt, ex_attrs_pt = _FAMILY[pt]
 
     def build(bundle: OtapBundle, dp: pa.RecordBatch) -> Blob:
         n, ids = dp.num_rows, dp.column("id")
