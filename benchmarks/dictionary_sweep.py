@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch-size", type=int, default=5000)
     ap.add_argument("--batches", type=int, default=4, help="batches per generated run")
-    ap.add_argument("--min-values", type=int, default=1000)
+    ap.add_argument("--min-values", type=int, default=EncoderConfig().dictionary_min_values)
     ap.add_argument("--ratios", default=",".join("none" if r is None else str(r) for r in RATIOS))
     args = ap.parse_args(argv)
     ratios = [None if r == "none" else float(r) for r in args.ratios.split(",")]
