@@ -273,6 +273,7 @@ class QuiverStore:
         self._finalize_error: BaseException | None = None
         self._stopping = False
         self._abandoned = False
+        self._halted: BaseException | None = None  # a logged bundle the open segment could not take
         self._closed = False
         self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
         self._finalizer = threading.Thread(target=self._finalize_loop, name=f"quiver-finalizer[{self.path}]", daemon=True)
@@ -321,6 +322,12 @@ class QuiverStore:
             raise QuiverError("cannot ingest a bundle without any slot")
         self.layout.check_slots(bundle.slots)
         self._check_schemas(bundle)
+        if self._halted is not None:
+            raise QuiverError(
+                f"store {self.path} stopped accepting bundles: a logged bundle could not be added to the open "
+                f"segment ({self._halted!r}); it and every later bundle are kept in the WAL. Close and reopen "
+                "the store to replay them"
+            )
         self._committer.arriving()
         try:
             bitmap, parts, parts_len = self._encoder.encode(bundle)
@@ -413,6 +420,10 @@ class QuiverStore:
                     self.stats_counters["applier_errors"] += 1
                     self.stats_counters["last_applier_error"] = repr(exc)
                     log.exception("applier failed on %s", item[0])
+                    if item[0] == "entry":
+                        # Fail-stop: a later segment's WAL truncation would pass this acknowledged
+                        # bundle, so nothing after it is placed until a reopen replays them all.
+                        self._halted = exc
             with self._cv:
                 self._inbox_bytes -= sum(i[5] for i in items if i[0] == "entry")
                 self._cv.notify_all()
@@ -428,6 +439,8 @@ class QuiverStore:
         kind = item[0]
         if kind == "entry":
             _, seq, pos, size, bundle, _ = item
+            if self._halted is not None:
+                return  # stays in the WAL only; replayed on reopen
             if self._open is None:
                 self._start_segment(seq)
             assert self._open is not None
@@ -706,6 +719,7 @@ class QuiverStore:
         out["open_segment_bundles"] = self._open.bundle_count if self._open is not None else 0
         out["pending_finalize"] = len(self._sealed)
         out["finalize_failing"] = self._finalize_error is not None
+        out["halted"] = None if self._halted is None else repr(self._halted)
         out["corruption_reports"] = list(self.corruption_reports)
         if hasattr(self, "_hub"):
             out.update(self._hub.metrics())

@@ -347,3 +347,33 @@ def test_crash_during_concurrent_ingest_keeps_every_acknowledged_bundle(tmp_path
     with QuiverStore.open(tmp_path, cfg) as again:
         got = values(again)
     assert set(acked) <= set(got) and len(got) == len(set(got))
+
+
+def test_a_bundle_the_open_segment_rejects_stops_the_store_and_loses_nothing(tmp_path, monkeypatch):
+    """Fail-stop: an acknowledged bundle the accumulator cannot take is never truncated away."""
+    from quiver_store.segment.accumulator import OpenSegment
+
+    real_append = OpenSegment.append
+
+    def flaky(self, bundle):
+        if bundle.slots[0].column(0)[0].as_py() == 3:
+            raise RuntimeError("injected accumulator failure")
+        return real_append(self, bundle)
+
+    monkeypatch.setattr(OpenSegment, "append", flaky)
+    store = QuiverStore.open(tmp_path, QUIET)
+    for i in range(4):
+        store.ingest(simple(i))  # bundle 3 is acknowledged: it is in the WAL
+    deadline = time.monotonic() + 5
+    while store.stats()["halted"] is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "injected accumulator failure" in store.stats()["halted"]
+    with pytest.raises(QuiverError, match=r"stopped accepting bundles.*kept in the WAL"):
+        store.ingest(simple(4))
+    store.flush()  # segments before the failure finalize; the WAL keeps bundle 3
+    store.close()
+    monkeypatch.setattr(OpenSegment, "append", real_append)
+    with QuiverStore.open(tmp_path, QUIET) as again:
+        assert again.stats()["halted"] is None
+        again.flush()
+        assert values(again) == [0, 1, 2, 3]
