@@ -49,6 +49,7 @@ META_WAL_LAST = "quiver.wal.last_sequence"
 META_LAYOUT = "quiver.layout"
 META_REASON = "quiver.finalize_reason"
 RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts, seconds
+APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
 _SCHEMA_CHECK_LIMIT = 4096
 
 
@@ -254,12 +255,16 @@ class QuiverStore:
         )
         self._wal.on_full = lambda reason: self._request_seal(f"WAL cap: {reason}")
         next_wal_seq = max(plan.last_sequence, covered) + 1
-        self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit)
+        self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit, before_sync=self._wake_applier)
         self._encoder = BundleEncoder(self.layout)
         self._schemas: dict[tuple[int, bytes], pa.Schema] = {}
         self._listeners: list[Callable[[SegmentInfo], None]] = []
-        # Applier state.
-        self._cv = threading.Condition()
+        # Applier state. One lock, three conditions, so each wake-up reaches only the thread it is for.
+        lock = threading.RLock()
+        self._cv = threading.Condition(lock)  # progress: inbox drained (_admit), sealed queue shrank (_seal)
+        self._apply_cv = threading.Condition(lock)  # the applier waits here for inbox items
+        self._finalize_cv = threading.Condition(lock)  # the finalizer waits here for sealed segments
+        self._applier_prompt = True  # the applier is idle: a commit must wake it at once
         self._inbox: collections.deque[Any] = collections.deque()
         self._inbox_bytes = 0
         self._inbox_limit = max(cfg.segment.target_size // 2, 4 << 20)
@@ -374,13 +379,25 @@ class QuiverStore:
                 self._cv.wait(min(left, 0.5))
 
     def _on_commit(self, batch: list[Pending]) -> None:
-        """Called by the group-commit leader in log order: queue the entries for the applier."""
+        """Called by the group-commit leader in log order: queue the entries for the applier.
+
+        A busy applier is not woken here: it would take the GIL from the producer that is about to
+        return and serialize its next bundle. The next commit wakes it just before its fdatasync
+        (`_wake_applier`), when the GIL is free, or the applier's APPLY_LINGER timeout does.
+        """
         with self._cv:
             for r in batch:
                 n = r.size
                 self._inbox.append(("entry", r.sequence, r.position, n, r.payload, n))
                 self._inbox_bytes += n
-            self._cv.notify_all()
+            if self._applier_prompt:
+                self._apply_cv.notify()
+
+    def _wake_applier(self) -> None:
+        """Group-commit hook, run right before an fdatasync: apply earlier entries while it waits."""
+        if self._inbox:
+            with self._cv:
+                self._apply_cv.notify()
 
     # -- applier -----------------------------------------------------------------------------------
     def _push(self, item: tuple) -> None:
@@ -388,7 +405,7 @@ class QuiverStore:
             if item[0] == "entry":
                 self._inbox_bytes += item[5]
             self._inbox.append(item)
-            self._cv.notify_all()
+            self._apply_cv.notify()
 
     def _wait_applied(self) -> None:
         fut: Future = Future()
@@ -397,6 +414,7 @@ class QuiverStore:
 
     def _apply_loop(self) -> None:
         seg_cfg = self.config.segment
+        linger = False  # the last round applied entries: more are likely, woken by the next fdatasync
         while True:
             with self._cv:
                 while not self._inbox and not self._stopping:
@@ -405,14 +423,20 @@ class QuiverStore:
                         timeout = max(0.0, self._open_deadline - time.monotonic())
                     if self.config.wal.durability == "none" and self._committer.has_buffered():
                         timeout = min(timeout if timeout is not None else 1.0, max(self.config.wal.flush_interval, 0.05))
+                    if linger:
+                        timeout = APPLY_LINGER if timeout is None else min(timeout, APPLY_LINGER)
                     if timeout == 0.0:
                         break
-                    if not self._cv.wait(timeout):
+                    self._applier_prompt = not linger
+                    woken = self._apply_cv.wait(timeout)
+                    self._applier_prompt = True
+                    if not woken:
                         break
                 if (not self._inbox and self._stopping) or self._abandoned:
                     return
                 items = list(self._inbox)
                 self._inbox.clear()
+            linger = bool(items)
             for item in items:
                 try:
                     self._apply(item, seg_cfg)
@@ -424,9 +448,10 @@ class QuiverStore:
                         # Fail-stop: a later segment's WAL truncation would pass this acknowledged
                         # bundle, so nothing after it is placed until a reopen replays them all.
                         self._halted = exc
-            with self._cv:
-                self._inbox_bytes -= sum(i[5] for i in items if i[0] == "entry")
-                self._cv.notify_all()
+            if items:
+                with self._cv:
+                    self._inbox_bytes -= sum(i[5] for i in items if i[0] == "entry")
+                    self._cv.notify_all()
             if self._open is not None and time.monotonic() >= self._open_deadline:
                 self._seal("max_open_duration")
             if self.config.wal.durability == "none" and self._committer.has_buffered():
@@ -491,7 +516,7 @@ class QuiverStore:
             if fut is not None:
                 sealed.waiters.append(fut)
             self._sealed.append(sealed)
-            self._cv.notify_all()
+            self._finalize_cv.notify()
 
     def _request_seal(self, reason: str, fut: Future | None = None) -> None:
         self._push(("seal", reason, fut))
@@ -502,7 +527,7 @@ class QuiverStore:
         while True:
             with self._cv:
                 while not self._sealed and not self._stopping:
-                    self._cv.wait()
+                    self._finalize_cv.wait()
                 if not self._sealed or self._abandoned:
                     return
                 sealed = self._sealed[0]
@@ -521,7 +546,7 @@ class QuiverStore:
                                 w.set_exception(failure)
                     if self._stopping:
                         return
-                    self._cv.wait(delay)
+                    self._finalize_cv.wait(delay)
                 delay = min(delay * 2, RETRY_BACKOFF[1])
                 continue
             delay = RETRY_BACKOFF[0]
@@ -603,12 +628,18 @@ class QuiverStore:
     def _shutdown(self) -> None:
         with self._cv:
             self._stopping = True
-            self._cv.notify_all()
+            self._notify_all_threads()
         self._applier.join()
         self._finalizer.join()
         self._wal.close()
         self._release_lock()
         self._closed = True
+
+    def _notify_all_threads(self) -> None:
+        """Called holding the lock: wake the applier, the finalizer and every waiter."""
+        self._cv.notify_all()
+        self._apply_cv.notify_all()
+        self._finalize_cv.notify_all()
 
     def _abandon(self) -> None:
         """Test support: stop without finalizing, as a crash would (the WAL is left as written)."""
@@ -618,7 +649,7 @@ class QuiverStore:
             self._abandoned = True  # like a crash: no new seal or finalize starts from here on
             self._sealed.clear()
             self._inbox.clear()
-            self._cv.notify_all()
+            self._notify_all_threads()
         self._shutdown()
 
     def __enter__(self) -> QuiverStore:
@@ -695,9 +726,10 @@ class QuiverStore:
         return self._wal.usage() + sum(self._segment_sizes.values()) + acks
 
     def open_segment_bytes(self) -> int:
-        """Serialized bytes held in memory: the open segment plus sealed ones not yet written."""
+        """Bytes held in memory: the open segment, sealed ones not yet written, and committed bundles
+        the applier has yet to add (counted by their WAL frame size)."""
         with self._cv:
-            total = sum(s.segment.serialized_size for s in self._sealed if s.segment is not None)
+            total = self._inbox_bytes + sum(s.segment.serialized_size for s in self._sealed if s.segment is not None)
             if self._open is not None:
                 total += self._open.serialized_size
             return total

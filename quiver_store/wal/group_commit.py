@@ -44,8 +44,10 @@ class GroupCommitter:
         config: WalConfig,
         next_sequence: int,
         on_commit: Callable[[list[Pending]], None],
+        before_sync: Callable[[], None] | None = None,
     ) -> None:
         self.writer = writer
+        self.before_sync = before_sync  # run by the leader between its write and its fdatasync
         self.durability = config.durability
         self.flush_interval = config.flush_interval
         self.on_commit = on_commit
@@ -138,7 +140,7 @@ class GroupCommitter:
                 batch, self._queue = self._queue, []
                 self._queued_bytes = 0
             if batch:
-                positions = self.writer.append([r.frame for r in batch], [r.size for r in batch], sync=sync)
+                positions = self.writer.append([r.frame for r in batch], [r.size for r in batch], sync=sync, before_sync=self.before_sync)
                 for r, p in zip(batch, positions):
                     r.position = p
                 n = len(batch)

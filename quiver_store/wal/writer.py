@@ -113,8 +113,12 @@ class WalWriter:
         return len(self.chunks) + 1
 
     # -- appends --------------------------------------------------------------------------------
-    def append(self, frames: Sequence[list], sizes: Sequence[int], sync: bool) -> list[Position]:
-        """Write frames (each a list of buffers) contiguously with one gather write; their positions."""
+    def append(
+        self, frames: Sequence[list], sizes: Sequence[int], sync: bool, before_sync: Callable[[], None] | None = None
+    ) -> list[Position]:
+        """Write frames (each a list of buffers) contiguously with one gather write; their positions.
+
+        `before_sync` runs after the write, right before the fdatasync (the GIL is free during it)."""
         total = sum(sizes)
         with self.lock:
             self._make_room(total)
@@ -134,6 +138,8 @@ class WalWriter:
                 out.append(Position(self.generation, pos))
                 pos += n
         if sync:
+            if before_sync is not None:
+                before_sync()
             try:
                 self.fs.fdatasync(self.fd)
             except OSError as exc:
