@@ -38,11 +38,29 @@ class FileSystem:
             total += os.pwrite(fd, view[total:], offset + total)
         return total
 
-    def pwritev(self, fd: int, buffers: list, offset: int) -> int:
-        """Gather-write `buffers` contiguously at `offset` (no joining copy); loops over short writes."""
+    def pwritev(self, fd: int, buffers: list, offset: int, nbytes: int | None = None) -> int:
+        """Gather-write `buffers` contiguously at `offset` (no joining copy); loops over short writes.
+
+        `nbytes`, their total size when the caller knows it, saves measuring every buffer."""
+        if len(buffers) <= 1024:  # IOV_MAX: the usual case is one complete call, without views
+            expected = nbytes if nbytes is not None else sum(memoryview(b).nbytes for b in buffers)
+            n = os.pwritev(fd, buffers, offset)
+            if n == expected:
+                return n
+        else:
+            n = 0
         views = [memoryview(b).cast("B") for b in buffers]
         total = 0
         i = 0
+        while n > 0:  # skip what the first call wrote
+            if n >= len(views[i]):
+                n -= len(views[i])
+                total += len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                total += n
+                n = 0
         while i < len(views):
             batch = views[i : i + 1024]  # IOV_MAX
             n = os.pwritev(fd, batch, offset + total)

@@ -12,7 +12,7 @@ import pyarrow as pa
 from ..bundle import RecordBundle
 from ..errors import CorruptionError
 from ..layout import Layout
-from .format import SLOT_META_LEN, Entry, slot_meta
+from .format import SLOT_META, SLOT_META_LEN, Entry
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _SCHEMA_CACHE_LIMIT = 4096
@@ -36,26 +36,30 @@ class BundleEncoder:
         self._schemas[fingerprint] = (schema, data)
         return data
 
-    def payload(self, fingerprint: bytes, batch: pa.RecordBatch) -> list:
-        """The slot's IPC stream as buffers (schema message, batch message, end-of-stream), no joins."""
+    def payload(self, fingerprint: bytes, batch: pa.RecordBatch) -> tuple[list, int]:
+        """The slot's IPC stream as buffers (schema message, batch message, end-of-stream), no joins,
+        and its length."""
         head = self._schema_bytes(fingerprint, batch.schema)
         if head is not None:
-            return [head, batch.serialize(), EOS]
+            body = batch.serialize()
+            return [head, body, EOS], len(head) + body.size + len(EOS)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)
-        return [sink.getvalue()]
+        stream = sink.getvalue()
+        return [stream], stream.size
 
     def encode(self, bundle: RecordBundle) -> tuple[int, list, int]:
         """(slot bitmap, slot blocks in ascending slot order as buffers, their total length)."""
         parts: list = []
         total = 0
+        type_id = self.layout.payload_type_id
+        fingerprint = bundle.fingerprint
         for slot, batch in bundle.slots.items():  # RecordBundle keeps slots sorted
-            fp = bundle.fingerprint(slot)
-            payload = self.payload(fp, batch)
-            plen = sum(len(p) if isinstance(p, bytes) else p.size for p in payload)
-            parts.append(slot_meta(self.layout.payload_type_id(slot), fp, batch.num_rows, plen))
-            parts.extend(payload)
+            fp = fingerprint(slot)
+            payload, plen = self.payload(fp, batch)
+            parts.append(SLOT_META.pack(type_id(slot), fp, batch.num_rows, plen))
+            parts += payload
             total += plen + SLOT_META_LEN
         return bundle.slot_bitmap, parts, total
 

@@ -48,10 +48,6 @@ def decode_header(data: bytes, path: str) -> FileHeader:
     return FileHeader(version, reserved, cfg_hash)
 
 
-def slot_meta(payload_type_id: int, fingerprint: bytes, rows: int, payload_len: int) -> bytes:
-    return SLOT_META.pack(payload_type_id, fingerprint, rows, payload_len)
-
-
 def entry_parts(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, parts: list, parts_len: int) -> list:
     """A whole frame as buffers for a gather write: u32 entry_len | entry header | slot blocks | u32 crc32c."""
     head = ENTRY_HEAD.pack(entry_type, ts_nanos, sequence, bitmap)

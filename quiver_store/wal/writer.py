@@ -126,7 +126,7 @@ class WalWriter:
                 self._rewrite()
             start = self.size
             try:
-                self.fs.pwritev(self.fd, [b for f in frames for b in f], start)
+                self.fs.pwritev(self.fd, [b for f in frames for b in f], start, total)
             except OSError:
                 self._undo_partial_write(start)
                 raise
