@@ -55,6 +55,8 @@ class GroupCommitter:
         self._cond = threading.Condition(lock)
         self._gather = threading.Condition(lock)  # a new leader waits here for producers mid-encode
         self._arriving = 0
+        self._gathering = False  # a leader waits on _gather (skip notify calls when nobody does)
+        self._waiters = 0  # threads waiting on _cond for a commit to finish
         self._queue: list[Pending] = []
         self._queued_bytes = 0
         self._leader = False
@@ -76,14 +78,16 @@ class GroupCommitter:
     def cancel_arrival(self) -> None:
         with self._cond:
             self._arriving -= 1
-            self._gather.notify()
+            if self._gathering:
+                self._gather.notify()
 
     def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any, *, announced: bool = False) -> Pending:
         """Queue one entry; return once it is durable under the configured policy."""
         with self._cond:
             if announced:
                 self._arriving -= 1
-                self._gather.notify()
+                if self._gathering:
+                    self._gather.notify()
             if self._failed is not None:
                 raise QuiverError(
                     f"the WAL stopped accepting writes after an I/O failure ({self._failed}); close and reopen the store"
@@ -102,7 +106,7 @@ class GroupCommitter:
                 if not self._leader:
                     self._lead(sync=self.durability == "fsync")
                 else:
-                    self._cond.wait()
+                    self._wait()
         if req.error is not None:
             raise req.error
         return req
@@ -111,11 +115,18 @@ class GroupCommitter:
         """Write (and optionally fdatasync) whatever is queued; used by flush, close and timers."""
         with self._cond:
             while self._leader:
-                self._cond.wait()
+                self._wait()
             if self._failed is not None:
                 raise QuiverError(f"the WAL stopped accepting writes after an I/O failure ({self._failed})")
             if self._queue or sync:
                 self._lead(sync=sync)
+
+    def _wait(self) -> None:
+        self._waiters += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._waiters -= 1
 
     def has_buffered(self) -> bool:
         return bool(self._queue)
@@ -125,11 +136,13 @@ class GroupCommitter:
         self._leader = True
         if sync:  # let producers that are serializing right now join this group (bounded wait)
             deadline = time.monotonic() + GATHER_WAIT
+            self._gathering = True
             while self._arriving > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._gather.wait(left)
+            self._gathering = False
         self._cond.release()
         batch: list[Pending] = []
         error: BaseException | None = None
@@ -144,13 +157,15 @@ class GroupCommitter:
                 for r, p in zip(batch, positions):
                     r.position = p
                 n = len(batch)
-                self.stats["commits"] += 1
-                self.stats["entries"] += n
-                self.stats["bytes_written"] += sum(r.size for r in batch)
-                self.stats["max_group"] = max(self.stats["max_group"], n)
+                stats = self.stats
+                stats["commits"] += 1
+                stats["entries"] += n
+                stats["bytes_written"] += sum(r.size for r in batch) if n > 1 else batch[0].size
+                if n > stats["max_group"]:
+                    stats["max_group"] = n
                 self.group_sizes[n] = self.group_sizes.get(n, 0) + 1
                 if sync:
-                    self.stats["fsyncs"] += 1
+                    stats["fsyncs"] += 1
                 self.on_commit(batch)
             elif sync:
                 self.writer.sync()
@@ -171,4 +186,5 @@ class GroupCommitter:
                     for r in self._queue:
                         r.error = QuiverError(f"the WAL stopped accepting writes after an I/O failure ({error})")
                     self._queue = []
-            self._cond.notify_all()
+            if self._waiters:
+                self._cond.notify_all()
