@@ -204,9 +204,11 @@ class Result:
 
 
 def measure(dataset: Dataset, batch_size: int, zstd_level: int = ZSTD_LEVEL,
-            sort_orders: Mapping[int, tuple[str, ...]] | None = None) -> list[Result]:
+            sort_orders: Mapping[int, tuple[str, ...]] | None = None, **encoder_options: Any) -> list[Result]:
     """The four OTAP runs (stream/unary x sorted/unsorted) of one dataset at one batch size;
-    ``sort_orders`` replaces the transport's default orders in the sorted runs."""
+    ``sort_orders`` replaces the transport's default orders in the sorted runs and
+    ``encoder_options`` are further ``EncoderConfig`` fields (e.g. ``dictionary_max_distinct_ratio=None``
+    to compare an encoder option before/after in one run)."""
     from_otlp = component("otap_model", "from_otlp")
     encoder_cls = component("adaptive_arrow", "Encoder")
     config_cls = component("adaptive_arrow", "EncoderConfig")
@@ -221,7 +223,8 @@ def measure(dataset: Dataset, batch_size: int, zstd_level: int = ZSTD_LEVEL,
     results = []
     for mode in MODES:
         for sort in (True, False):
-            config = config_cls(sort=sort, ipc_compression=None, sort_orders=sort_orders if sort else None)
+            config = config_cls(sort=sort, ipc_compression=None, sort_orders=sort_orders if sort else None,
+                                **encoder_options)
             stream = encoder_cls(dataset.signal, config)
             sizes, zsizes = [], []
             for bundle in bundles:
