@@ -12,7 +12,7 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from .anyvalue import add_attributes, set_value
-from .batching import group_by_origin
+from .batching import write_origins
 from .entropy import Entropy
 from .profiles import Profile
 from .resources import Instance, Scope, build_fleet
@@ -235,39 +235,29 @@ class LogFactory:
 
 
 def _write(req: ExportLogsServiceRequest, recs: list[LogRec]) -> None:
-    for inst, scopes in group_by_origin(recs):
-        rl = req.resource_logs.add()
-        rl.resource.CopyFrom(inst.resource)
-        if inst.schema_url:
-            rl.schema_url = inst.schema_url
-        for scope, group in scopes:
-            sl = rl.scope_logs.add()
-            sl.scope.CopyFrom(scope.msg)
-            if scope.schema_url:
-                sl.schema_url = scope.schema_url
-            add = sl.log_records.add
-            for rec in group:
-                r = add()
-                r.time_unix_nano = rec.time
-                if rec.observed:
-                    r.observed_time_unix_nano = rec.observed
-                if rec.sev:
-                    r.severity_number = rec.sev  # type: ignore[assignment]
-                if rec.sev_text:
-                    r.severity_text = rec.sev_text
-                body = rec.body
-                if type(body) is str:
-                    r.body.string_value = body
-                elif body is not None:
-                    set_value(r.body, body)
-                if rec.attrs:
-                    add_attributes(r.attributes, rec.attrs)
-                if rec.trace_id:
-                    r.trace_id = rec.trace_id
-                    r.span_id = rec.span_id
-                    r.flags = rec.flags
-                if rec.event_name:
-                    r.event_name = rec.event_name
+    for add, group in write_origins(req.resource_logs, "scope_logs", "log_records", recs):
+        for rec in group:
+            r = add()
+            r.time_unix_nano = rec.time
+            if rec.observed:
+                r.observed_time_unix_nano = rec.observed
+            if rec.sev:
+                r.severity_number = rec.sev  # type: ignore[assignment]
+            if rec.sev_text:
+                r.severity_text = rec.sev_text
+            body = rec.body
+            if type(body) is str:
+                r.body.string_value = body
+            elif body is not None:
+                set_value(r.body, body)
+            if rec.attrs:
+                add_attributes(r.attributes, rec.attrs)
+            if rec.trace_id:
+                r.trace_id = rec.trace_id
+                r.span_id = rec.span_id
+                r.flags = rec.flags
+            if rec.event_name:
+                r.event_name = rec.event_name
 
 
 def generate_logs(count: int, batch_size: int, seed: int, profile: Profile) -> Iterator[ExportLogsServiceRequest]:

@@ -18,7 +18,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from .anyvalue import add_attributes
-from .batching import group_by_origin
+from .batching import write_origins
 from .entropy import Entropy
 from .metric_catalogue import (
     HOST_METRICS,
@@ -336,18 +336,10 @@ def _exponential(v: np.ndarray) -> tuple[Any, ...]:
 
 
 def _write(req: ExportMetricsServiceRequest, chunks: list[Chunk], sparse: bool) -> None:
-    for src, scopes in group_by_origin(chunks):
-        rm = req.resource_metrics.add()
-        rm.resource.CopyFrom(src.resource)
-        if src.schema_url and not sparse:
-            rm.schema_url = src.schema_url
-        for scope, group in scopes:
-            sm = rm.scope_metrics.add()
-            sm.scope.CopyFrom(scope.msg)
-            if scope.schema_url:
-                sm.schema_url = scope.schema_url
-            for chunk in group:
-                _write_metric(sm.metrics.add(), chunk, sparse)
+    origins = write_origins(req.resource_metrics, "scope_metrics", "metrics", chunks, resource_schema_url=not sparse)
+    for add, group in origins:
+        for chunk in group:
+            _write_metric(add(), chunk, sparse)
 
 
 def _write_metric(metric: Any, c: Chunk, sparse: bool) -> None:

@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from .anyvalue import Attrs, add_attributes
-from .batching import group_by_origin
+from .batching import write_origins
 from .entropy import Entropy
 from .profiles import Profile
 from .resources import Instance, Scope, build_fleet
@@ -328,52 +328,42 @@ class TraceFactory:
 
 
 def _write(req: ExportTraceServiceRequest, spans: list[SpanRec]) -> None:
-    for inst, scopes in group_by_origin(spans):
-        rs = req.resource_spans.add()
-        rs.resource.CopyFrom(inst.resource)
-        if inst.schema_url:
-            rs.schema_url = inst.schema_url
-        for scope, recs in scopes:
-            ss = rs.scope_spans.add()
-            ss.scope.CopyFrom(scope.msg)
-            if scope.schema_url:
-                ss.schema_url = scope.schema_url
-            add = ss.spans.add
-            for rec in recs:
-                s = add()
-                s.trace_id = rec.trace_id
-                s.span_id = rec.span_id
-                if rec.parent:
-                    s.parent_span_id = rec.parent
-                if rec.trace_state:
-                    s.trace_state = rec.trace_state
-                if rec.flags:
-                    s.flags = rec.flags
-                s.name = rec.name
-                if rec.kind:
-                    s.kind = rec.kind  # type: ignore[assignment]
-                s.start_time_unix_nano = rec.start
-                s.end_time_unix_nano = rec.end
-                if rec.attrs:
-                    add_attributes(s.attributes, rec.attrs)
-                if rec.dropped:
-                    s.dropped_attributes_count = rec.dropped
-                for when, name, attrs in rec.events:
-                    ev = s.events.add()
-                    ev.time_unix_nano = when
-                    ev.name = name
-                    add_attributes(ev.attributes, attrs)
-                for trace_id, span_id, trace_state, attrs in rec.links:
-                    ln = s.links.add()
-                    ln.trace_id = trace_id
-                    ln.span_id = span_id
-                    if trace_state:
-                        ln.trace_state = trace_state
-                    add_attributes(ln.attributes, attrs)
-                if rec.status is not None:
-                    s.status.code = rec.status[0]  # type: ignore[assignment]
-                    if rec.status[1]:
-                        s.status.message = rec.status[1]
+    for add, recs in write_origins(req.resource_spans, "scope_spans", "spans", spans):
+        for rec in recs:
+            s = add()
+            s.trace_id = rec.trace_id
+            s.span_id = rec.span_id
+            if rec.parent:
+                s.parent_span_id = rec.parent
+            if rec.trace_state:
+                s.trace_state = rec.trace_state
+            if rec.flags:
+                s.flags = rec.flags
+            s.name = rec.name
+            if rec.kind:
+                s.kind = rec.kind  # type: ignore[assignment]
+            s.start_time_unix_nano = rec.start
+            s.end_time_unix_nano = rec.end
+            if rec.attrs:
+                add_attributes(s.attributes, rec.attrs)
+            if rec.dropped:
+                s.dropped_attributes_count = rec.dropped
+            for when, name, attrs in rec.events:
+                ev = s.events.add()
+                ev.time_unix_nano = when
+                ev.name = name
+                add_attributes(ev.attributes, attrs)
+            for trace_id, span_id, trace_state, attrs in rec.links:
+                ln = s.links.add()
+                ln.trace_id = trace_id
+                ln.span_id = span_id
+                if trace_state:
+                    ln.trace_state = trace_state
+                add_attributes(ln.attributes, attrs)
+            if rec.status is not None:
+                s.status.code = rec.status[0]  # type: ignore[assignment]
+                if rec.status[1]:
+                    s.status.message = rec.status[1]
 
 
 def generate_traces(count: int, batch_size: int, seed: int, profile: Profile) -> Iterator[ExportTraceServiceRequest]:

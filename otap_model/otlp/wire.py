@@ -359,6 +359,8 @@ def _jit(fn):  # type: ignore[no-untyped-def]
         return numba.njit(cache=False, nogil=True)(fn)
 
 
+# The varint and fixed-width reads stay inline in the loop below: factoring them into njit helpers
+# (tried, even with inline='always') made a scan of a 5,000-log request 40-150% slower.
 @_jit
 def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err):  # type: ignore[no-untyped-def]
     n = data.shape[0]
