@@ -151,23 +151,23 @@ class SubscriberHub:
 
     def close(self) -> None:
         """Stop retention, flush + checkpoint the ack log (acks are never lost on a clean close)."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        self.retention.closed = True
-        self._stop_thread()
-        self.registry.close()
+        if self._stop_once():
+            self.registry.close()
 
     def abandon(self) -> None:
         """Test support (a crash): stop without a final checkpoint; acks already returned are durable."""
+        if self._stop_once():
+            self.registry.abandon()
+
+    def _stop_once(self) -> bool:
+        """Stop retention and the maintenance thread; False when already stopped."""
         with self._close_lock:
             if self._closed:
-                return
+                return False
             self._closed = True
         self.retention.closed = True
         self._stop_thread()
-        self.registry.abandon()
+        return True
 
     def _stop_thread(self) -> None:
         self._stop.set()
