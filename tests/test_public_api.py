@@ -2,6 +2,8 @@
 
 import inspect
 
+import pytest
+
 import adaptive_arrow
 import otap_model
 import quiver_store
@@ -59,7 +61,6 @@ def test_command_lines():
     choices = aa_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert set(choices) == {"generate", "encode", "decode", "bench", "pipeline"}
     for command in ("inspect", "verify", "dump", "replay"):
-        try:
+        with pytest.raises(SystemExit) as exit_:
             quiver_main([command, "--help"])
-        except SystemExit as exit_:
-            assert exit_.code == 0
+        assert exit_.value.code == 0
