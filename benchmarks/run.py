@@ -18,6 +18,7 @@ HARNESSES = [
     ("segment files", ["benchmarks.bench_segment", "--bundles", "2000"]),
     ("Quiver store", ["benchmarks.bench_store"]),
     ("Quiver subscribers", ["benchmarks.bench_subscribers"]),
+    ("pipeline overhead of persisting", ["benchmarks.bench_pipeline"]),
 ]
 
 

@@ -16,6 +16,7 @@ from .errors import (
     StoreClosedError,
     StoreFullError,
 )
+from .ingest_queue import IngestQueue
 from .layout import DEFAULT_LAYOUT, Layout
 from .segment import SegmentReader, load_dataset, load_table, representative_schema
 from .segment.info import SegmentInfo, StreamInfo
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "CorruptionError",
     "Delivery",
+    "IngestQueue",
     "Layout",
     "QuiverError",
     "QuiverStore",

@@ -1,0 +1,128 @@
+"""Pipeline overhead of persisting: encode + Quiver ingest against encode alone (DESIGN.md section 6,
+target under 10%).
+
+For each signal, generated batches (default profile, converted to plain OTAP tables before any
+timing) go through a fresh stream-mode ``Encoder.encode_records`` (the records Quiver persists,
+sorted and delta-encoded as configured by default) in three modes, alternated round by round:
+
+* ``encode``: encoding alone;
+* ``serial``: encode, then ``QuiverStore.ingest`` of the records, which returns once the WAL entry
+  is fdatasync'ed (default durability), batch after batch;
+* ``overlapped``: the same work, but ingest runs on one writer thread fed through a queue of one
+  batch (``quiver_store.IngestQueue``), so the fdatasync of batch N overlaps the encoding
+  of batch N+1, as a collector pipeline would run it. Every batch is still acknowledged only after
+  its fdatasync; the time stops when the last acknowledgement came back.
+
+Store modes end with ``store.flush()`` outside the timed loop (segment finalization is background
+work and is reported on its own line), each round in a new store directory. The overhead is
+``time(mode) / time(encode) - 1`` with medians over the rounds.
+
+Run:  .venv/bin/python -m benchmarks.bench_pipeline [--batches 8] [--batch-size 5000] [--rounds 5] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from adaptive_arrow import Encoder
+from adaptive_arrow.store_layout import OTAP_LAYOUT
+from otap_model import OtapBundle, Signal, from_otlp, generate_otlp
+from quiver_store import IngestQueue, QuiverStore, StoreConfig, WalConfig
+
+MODES = ("encode", "serial", "overlapped")
+CONFIG = StoreConfig()  # replaced by --durability
+
+
+def bundles_for(signal: Signal, batches: int, batch_size: int, seed: int = 7) -> list[OtapBundle]:
+    requests = generate_otlp(signal, batches * batch_size, batch_size=batch_size, seed=seed)
+    return [from_otlp(r.SerializeToString(), signal) for r in requests]
+
+
+def encode_only(signal: Signal, bundles: list[OtapBundle], _: Path) -> tuple[float, float]:
+    encoder = Encoder(signal)
+    t0 = time.perf_counter()
+    for bundle in bundles:
+        encoder.encode_records(bundle)
+    return time.perf_counter() - t0, 0.0
+
+
+def serial(signal: Signal, bundles: list[OtapBundle], directory: Path) -> tuple[float, float]:
+    encoder = Encoder(signal)
+    with QuiverStore.open(directory, CONFIG, layout=OTAP_LAYOUT) as store:
+        t0 = time.perf_counter()
+        for bundle in bundles:
+            store.ingest(encoder.encode_records(bundle))
+        elapsed = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        store.flush()
+        return elapsed, time.perf_counter() - t1
+
+
+def overlapped(signal: Signal, bundles: list[OtapBundle], directory: Path) -> tuple[float, float]:
+    encoder = Encoder(signal)
+    with QuiverStore.open(directory, CONFIG, layout=OTAP_LAYOUT) as store:
+        t0 = time.perf_counter()
+        with IngestQueue(store) as persister:
+            for bundle in bundles:
+                persister.submit(encoder.encode_records(bundle))
+        elapsed = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        store.flush()
+        return elapsed, time.perf_counter() - t1
+
+
+RUNNERS: dict[str, Callable[[Signal, list[OtapBundle], Path], tuple[float, float]]] = {
+    "encode": encode_only, "serial": serial, "overlapped": overlapped,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batches", type=int, default=8)
+    ap.add_argument("--batch-size", type=int, default=5000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--signals", default="logs,traces,metrics")
+    ap.add_argument("--durability", default="fsync", choices=("fsync", "os", "none"),
+                    help="WAL durability (default fsync: acknowledged after fdatasync)")
+    ap.add_argument("--dir", default=None, help="directory on the file system to measure (default: a temp dir)")
+    args = ap.parse_args(argv)
+    global CONFIG
+    CONFIG = StoreConfig(wal=WalConfig(durability=args.durability))
+    base = Path(tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir))
+    try:
+        print(f"{args.batches} batches of {args.batch_size} root records per signal, {args.rounds} rounds, "
+              f"durability {args.durability}, store in {base}")
+        print(f"{'signal':8} {'mode':11} {'median ms':>10} {'per batch':>10} {'overhead':>9} {'flush ms':>9}  rounds (ms)")
+        for name in args.signals.split(","):
+            signal = Signal(name)
+            bundles = bundles_for(signal, args.batches, args.batch_size)
+            times: dict[str, list[float]] = {m: [] for m in MODES}
+            flushes: dict[str, list[float]] = {m: [] for m in MODES}
+            RUNNERS["encode"](signal, bundles[:1], base)  # compile numba kernels, warm caches
+            for r in range(args.rounds):
+                for mode in MODES:
+                    directory = base / f"{name}-{mode}-{r}"
+                    elapsed, flushed = RUNNERS[mode](signal, bundles, directory)
+                    times[mode].append(elapsed * 1e3)
+                    flushes[mode].append(flushed * 1e3)
+                    shutil.rmtree(directory, ignore_errors=True)
+            base_ms = statistics.median(times["encode"])
+            for mode in MODES:
+                ms = statistics.median(times[mode])
+                overhead = "-" if mode == "encode" else f"{ms / base_ms - 1:+.1%}"
+                flush = "-" if mode == "encode" else f"{statistics.median(flushes[mode]):.1f}"
+                rounds = " / ".join(f"{t:.0f}" for t in times[mode])
+                print(f"{name:8} {mode:11} {ms:10.1f} {ms / len(bundles):10.2f} {overhead:>9} {flush:>9}  {rounds}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
