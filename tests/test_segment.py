@@ -334,6 +334,42 @@ def test_unification_failure_falls_back_to_decoded_dictionaries(tmp_path, monkey
         reader.verify()
 
 
+def test_ipc_failure_midway_rewinds_the_stream_before_the_fallback(tmp_path, monkeypatch):
+    """A stream whose IPC writing fails after some bytes reached the file is cut back to its
+    start before the decoded fallback is written: the segment reads back whole and verifies."""
+    from quiver_store.segment import writer
+
+    real, failed = writer._write_ipc_file, []
+
+    def fails_once_midway(out, schema, batches):
+        if not failed:
+            failed.append(out.offset)
+            out.write(b"garbage that must not survive" * 100)
+            raise pa.ArrowInvalid("injected: failed after writing")
+        return real(out, schema, batches)
+
+    monkeypatch.setattr(writer, "_write_ipc_file", fails_once_midway)
+    bundles = [RecordBundle({LOGS: logs_l1(50, i * 50), LOG_ATTRS: attrs(30, ["a", "b"])}, ingestion_time_ns=i) for i in range(3)]
+    _, info, path = write_read(tmp_path, bundles)
+    assert failed and info.streams[0].offset == failed[0]
+    with SegmentReader.open(path) as reader:
+        assert all(same_values(a, b) for a, b in zip(bundles, reader.bundles()))
+        reader.verify()
+
+
+def test_large_chunks_are_record_batches_of_their_own(tmp_path):
+    """Big chunks are written as they came (no concatenation copy); small ones are coalesced."""
+    from quiver_store.segment.accumulator import ALONE_BYTES
+
+    big = [RecordBundle({LOGS: logs_l1(30_000, i * 10_000)}, ingestion_time_ns=i) for i in range(3)]
+    assert pa.ipc.get_record_batch_size(big[0].slots[LOGS]) >= ALONE_BYTES
+    small = [RecordBundle({LOGS: logs_l1(20, i * 20)}, ingestion_time_ns=10 + i) for i in range(5)]
+    _, info, path = write_read(tmp_path, [*big, *small])
+    assert [s.batches for s in info.streams] == [4]  # three alone, the five small ones together
+    with SegmentReader.open(path) as reader:
+        assert all(same_values(a, b) for a, b in zip([*big, *small], reader.bundles()))
+
+
 def test_write_protocol_and_determinism(tmp_path):
     """tmp file written and fsynced before the rename, directory fsynced after; the OpenSegment is
     not changed, and a second write gives the same bytes up to the footer (created_at differs)."""

@@ -2,9 +2,10 @@
 ingested batches, plus the batch manifest that maps every bundle back to its chunks.
 
 Nothing is serialized here. Chunks are kept as the ingested (zero-copy) batches. Each chunk is
-placed at append time into a record batch of its stream: consecutive chunks share one record batch
-until it would exceed COALESCE_ROWS rows or COALESCE_BYTES bytes, and the writer concatenates them
-(fewer IPC messages; the manifest addresses (stream, batch, row offset, row count)).
+placed at append time into a record batch of its stream: consecutive small chunks share one record
+batch until it would exceed COALESCE_ROWS rows or COALESCE_BYTES bytes, and the writer concatenates
+them (fewer IPC messages; the manifest addresses (stream, batch, row offset, row count)); a chunk of
+ALONE_BYTES or more keeps a record batch to itself and is written without a copy.
 ``serialized_size`` follows that layout incrementally from ``pa.ipc.get_record_batch_size``: each
 chunk adds its IPC body, each record batch its IPC metadata and alignment padding once, each
 stream its schema and unified dictionaries once.
@@ -27,6 +28,7 @@ IPC_BLOCK_BYTES = 24  # one footer Block entry per record batch or dictionary ba
 IPC_MESSAGE_OVERHEAD = 136  # flatbuffer metadata of a dictionary batch holding one array (upper bound)
 COALESCE_ROWS = 65_536  # a record batch takes no more chunks once it holds this many rows ...
 COALESCE_BYTES = 4 << 20  # ... or this many IPC bytes
+ALONE_BYTES = 256 << 10  # a chunk this large is a record batch of its own: concatenating it would copy it for nothing
 
 
 @dataclass
@@ -66,7 +68,12 @@ class StreamAccumulator:
             self._padding = 4 * buffers
         n, size = batch.num_rows, pa.ipc.get_record_batch_size(batch)
         added = max(0, size - self._message_bytes - self._padding)
-        if not self.batches or self._batch_rows + n > COALESCE_ROWS or self._batch_bytes + size > COALESCE_BYTES:
+        if (
+            not self.batches
+            or self._batch_rows + n > COALESCE_ROWS
+            or self._batch_bytes + size > COALESCE_BYTES
+            or max(size, self._batch_bytes) >= ALONE_BYTES
+        ):
             self.batches += 1
             self._batch_rows = self._batch_bytes = 0
             added += self._message_bytes + IPC_BLOCK_BYTES + self._padding

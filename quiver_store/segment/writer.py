@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Mapping
 
+import crc32c as _crc32c
 import numpy as np
 import pyarrow as pa
 
@@ -37,14 +38,6 @@ def _coalesce(chunks: list[pa.RecordBatch], placements: list[tuple[int, int]]) -
     return [g[0] if len(g) == 1 else pa.concat_batches(g) for g in groups]
 
 
-def _ipc_file(schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-    return sink.getvalue()
-
-
 class _Out:
     """Sequential writer over a FileSystem fd that tracks the offset."""
 
@@ -61,6 +54,60 @@ class _Out:
         pad = fmt.pad_to(self.offset, alignment)
         if pad:
             self.write(bytes(pad))
+
+    def rewind(self, offset: int) -> None:
+        """Drop everything written from `offset` on (a stream whose IPC writing failed midway)."""
+        self.fs.truncate(self.fd, offset)
+        self.fs.seek(self.fd, offset)
+        self.offset = offset
+
+
+class _IpcSink:
+    """The file object pyarrow's IPC file writer writes a stream through.
+
+    Column buffers go straight to the segment file (pyarrow hands them over zero-copy), so a
+    stream is never assembled in memory first: that copy, and the page faults of a fresh buffer
+    as large as the stream, cost more than the write itself. The many small metadata writes are
+    gathered. The stream's CRC32C and size are computed on the way.
+    """
+
+    closed = False
+    GATHER = 64 << 10
+
+    def __init__(self, out: _Out) -> None:
+        self.out, self.pending, self.crc, self.size = out, bytearray(), 0, 0
+
+    def write(self, data: bytes | pa.Buffer) -> int:
+        view = memoryview(data)
+        self.crc = _crc32c.crc32c(view, self.crc)
+        self.size += len(view)
+        if len(view) < self.GATHER:
+            self.pending += view
+            if len(self.pending) < self.GATHER:
+                return len(view)
+            view = memoryview(b"")
+        self.flush()
+        if len(view):
+            self.out.write(view)
+        return len(data)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(self.pending)
+            self.pending = bytearray()
+
+    def close(self) -> None:
+        self.flush()
+
+
+def _write_ipc_file(out: _Out, schema: pa.Schema, batches: list[pa.RecordBatch]) -> tuple[int, int]:
+    """Write one Arrow IPC file at the current (aligned) offset; return its (size, crc32c)."""
+    sink = _IpcSink(out)
+    with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    sink.flush()
+    return sink.size, sink.crc
 
 
 def write_segment(
@@ -143,21 +190,22 @@ def write_segment(
 def _write_stream(
     out: _Out, acc: StreamAccumulator, event_column: str | None
 ) -> tuple[StreamInfo, pa.Schema, list[tuple[int, int]]]:
+    out.align(fmt.ALIGNMENT)
+    offset = out.offset
     try:
         schema, chunks = unify_chunks(acc.schema, acc.chunks, acc.dictionaries)
         batches = _coalesce(chunks, acc.placements)
-        data = _ipc_file(schema, batches)
+        size, crc = _write_ipc_file(out, schema, batches)
     except pa.ArrowException:
         # dictionaries pyarrow cannot unify or write (exotic nesting, value types): store the
         # stream's dictionary columns decoded rather than fail the finalize on every retry
+        out.rewind(offset)
         try:
             schema, chunks = decode_chunks(acc.schema, acc.chunks)
             batches = _coalesce(chunks, acc.placements)
-            data = _ipc_file(schema, batches)
+            size, crc = _write_ipc_file(out, schema, batches)
         except pa.ArrowException as e:
             raise QuiverError(f"stream {acc.stream_id} (slot {acc.slot}) cannot be written as Arrow IPC: {e}") from e
-    out.align(fmt.ALIGNMENT)
-    offset = out.write(memoryview(data))
     event = event_time_range(batches, event_column) if event_column else None
     info = StreamInfo(
         stream_id=acc.stream_id,
@@ -165,11 +213,11 @@ def _write_stream(
         fingerprint=acc.fingerprint,
         rows=acc.rows,
         chunks=len(acc.chunks),
-        bytes=data.size,
+        bytes=size,
         present_columns=tuple(schema.names),
         offset=offset,
         batches=len(batches),
-        crc32c=fmt.crc(memoryview(data)),
+        crc32c=crc,
         event_time_min_ns=event[0] if event else None,
         event_time_max_ns=event[1] if event else None,
     )
