@@ -7,12 +7,14 @@ raises before any state changes, so the next batch encodes as if it never came.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import pyarrow as pa
 
 from otap_model import SIGNAL_PAYLOADS, OtapBundle, PayloadType, Signal, reference_schema
 from quiver_store.bundle import RecordBundle
 
-from . import transport
 from .config import EncoderConfig
 from .envelope import ArrowPayload, BatchArrowRecords
 from .errors import EncodingError, SchemaUpdateLimitError
@@ -20,6 +22,7 @@ from .events import EncoderStats, Event, EventKind
 from .signature import schema_fingerprint
 from .stream import StreamWriter
 from .table_encoder import TableEncoder, TablePlan
+from .transport.optimizer import optimize_tables, sort_orders
 from .validate import check_bundle
 
 _Planned = tuple[PayloadType, TableEncoder, TablePlan, pa.RecordBatch]
@@ -42,25 +45,33 @@ class Encoder:
         self._writers: dict[PayloadType, StreamWriter] = {}
         self._next_schema_id = 0
         self._next_batch_id = 0
+        self._orders: dict[PayloadType, tuple[str, ...]] | None = None
 
     # -- planning (no state change) --------------------------------------------------------
+    def _table(self, pt: PayloadType) -> TableEncoder:
+        return self._tables.get(pt) or TableEncoder(
+            pt,
+            reference_schema(pt),
+            dictionary_limit=self.config.dictionary_limit,
+            reset_threshold=self.config.dictionary_reset_threshold,
+            repetition=self.config.repetition_rule,
+        )
+
     def _prepare(self, bundle: OtapBundle) -> list[_Planned]:
         check_bundle(bundle, self.signal)
+        tables = {pt: self._table(pt) for pt in SIGNAL_PAYLOADS[self.signal] if pt in bundle.tables}
+        batches: dict[PayloadType, tuple[pa.RecordBatch, Callable[[str], pa.Array] | None]]
         if self.config.sort:
-            bundle = transport.optimize(bundle, self.config)
+            batches = self._sorted(bundle, tables)
+        else:
+            batches = {pt: (batch, None) for pt, batch in bundle.tables.items()}
         planned: list[_Planned] = []
         for pt in SIGNAL_PAYLOADS[self.signal]:
-            batch = bundle.tables.get(pt)
+            batch, plain = batches.get(pt, (None, None))
             if batch is None or batch.num_rows == 0:
                 continue
-            table = self._tables.get(pt) or TableEncoder(
-                pt,
-                reference_schema(pt),
-                dictionary_limit=self.config.dictionary_limit,
-                reset_threshold=self.config.dictionary_reset_threshold,
-                repetition=self.config.repetition_rule,
-            )
-            plan = table.plan(batch)
+            table = tables[pt]
+            plan = table.plan(batch, plain)
             if plan.rounds > self.config.max_schema_updates:
                 raise SchemaUpdateLimitError(
                     f"{pt.name}: this batch needs {plan.rounds} schema updates, more than max_schema_updates="
@@ -69,6 +80,27 @@ class Encoder:
                 )
             planned.append((pt, table, plan, table.build(plan)))
         return planned
+
+    def _sorted(
+        self, bundle: OtapBundle, tables: dict[PayloadType, TableEncoder]
+    ) -> dict[PayloadType, tuple[pa.RecordBatch, Callable[[str], pa.Array] | None]]:
+        """``transport.optimize`` fused with the dictionary transforms: each table's worthwhile
+        dictionary columns are hashed once before sorting (``TableEncoder.hash_first``), so the
+        sort gathers their indices instead of their values and the transforms reuse the hashing.
+        Each sorted batch comes with the plain sorted column of any such column that goes plain."""
+        if self._orders is None:
+            self._orders = sort_orders(self.config)
+        orders = self._orders
+        plain: dict[PayloadType, pa.RecordBatch] = {}
+
+        def hash_first(pt: PayloadType, batch: pa.RecordBatch) -> pa.RecordBatch:
+            if batch.num_rows == 0 or pt not in tables:
+                return batch
+            plain[pt] = batch
+            return tables[pt].hash_first(batch, orders[pt])
+
+        optimized = optimize_tables(bundle, orders, hash_first)
+        return {pt: (s.table, _plain_sorted(plain[pt], s.rows) if pt in plain else None) for pt, s in optimized.items()}
 
     def _commit(self, planned: list[_Planned], rows: int, *, wire: bool) -> list[ArrowPayload]:
         events: list[Event] = []
@@ -118,3 +150,19 @@ class Encoder:
         if table is None or table.route_key is None:
             return None
         return table.last_schema
+
+
+def _plain_sorted(batch: pa.RecordBatch, rows: np.ndarray | None) -> Callable[[str], pa.Array]:
+    """The plain column at a path (top level or struct child, as ``TableEncoder`` inspects it)
+    of ``batch`` gathered in ``rows`` order, as the sorted plain table would hold it."""
+
+    def column(path: str) -> pa.Array:
+        head, _, rest = path.partition(".")
+        array = batch.column(head)
+        if rows is not None:
+            array = array.take(rows)
+        if rest:
+            array = array.flatten()[array.type.get_field_index(rest)]
+        return array
+
+    return column

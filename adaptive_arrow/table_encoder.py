@@ -8,6 +8,7 @@ record once with the corrected schema, and ``commit`` makes the corrections perm
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -68,6 +69,7 @@ class TablePlan:
     """Everything one batch of one table will do, computed before any state changes."""
 
     batch: pa.RecordBatch
+    plain: Callable[[str], pa.Array] | None = None  # path -> plain column of a column hashed first
     arrays: dict[int, pa.Array] = field(default_factory=dict)  # node id -> inspected array
     added: set[int] = field(default_factory=set)  # node ids whose NoField goes
     dictionaries: dict[int, DictionaryPlan | None] = field(default_factory=dict)
@@ -118,9 +120,50 @@ class TableEncoder:
         self._last_input: pa.Schema | None = None  # input schema of the last committed batch
         self._last_signature = ""
 
+    # -- before sorting: hash once ---------------------------------------------------------------
+    def hash_first(self, batch: pa.RecordBatch, sort_keys: Collection[str]) -> pa.RecordBatch:
+        """``batch`` with the binary-like dictionary columns worth it (``hashes_first``) replaced by
+        their ``dictionary_encode``, top level or struct children. The transport sort ranks their
+        batch dictionaries and gathers only their indices; ``plan`` maps only the dictionaries'
+        values through the stream dictionaries. ``plan`` needs the plain sorted column only when
+        such a column goes plain (its ``plain`` callback)."""
+        columns: list[pa.Array] | None = None
+        for i, node in enumerate(self.roots):
+            column = batch.column(i)
+            if node.kind is Kind.STRUCT:
+                column = self._hash_children(node, column, sort_keys)
+            elif node.dictionary is not None and node.dictionary.hashes_first(column, node.path in sort_keys):
+                column = pc.dictionary_encode(column)
+            else:
+                continue
+            if column is not batch.column(i):
+                if columns is None:
+                    columns = batch.columns
+                columns[i] = column
+        if columns is None:
+            return batch
+        return pa.RecordBatch.from_arrays(columns, schema=_schema_of(batch.schema, columns))
+
+    def _hash_children(self, node: TransformNode, struct: pa.StructArray, sort_keys: Collection[str]) -> pa.Array:
+        children: list[pa.Array] | None = None
+        for j, child in enumerate(node.children):
+            if child.dictionary is None or child.kind is not Kind.LEAF:
+                continue
+            array = struct.field(j)
+            if child.dictionary.hashes_first(array, child.path in sort_keys):
+                if children is None:
+                    children = [struct.field(k) for k in range(struct.type.num_fields)]
+                children[j] = pc.dictionary_encode(array)
+        if children is None:
+            return struct
+        fields = [f.with_type(a.type) for f, a in zip(struct.type, children)]
+        mask = struct.is_null() if struct.null_count else None
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+
     # -- feed: inspect once, derive events -------------------------------------------------
-    def plan(self, batch: pa.RecordBatch) -> TablePlan:
-        plan = TablePlan(batch)
+    def plan(self, batch: pa.RecordBatch, plain: Callable[[str], pa.Array] | None = None) -> TablePlan:
+        """``plain``: for a batch from ``hash_first`` (sorted), the plain sorted column at a path."""
+        plan = TablePlan(batch, plain)
         for node, column in zip(self.roots, batch.columns):
             self._inspect(node, column, plan)
         if not plan.events and self._last_input is not None and batch.schema.equals(self._last_input, check_metadata=True):
@@ -253,7 +296,11 @@ class TableEncoder:
                 return pa.UnionArray.from_dense(types, offsets, kids, names, codes)
             return pa.UnionArray.from_sparse(types, kids, names, codes)
         if node.dictionary is not None:
-            return node.dictionary.encode(array, plan.dictionaries.get(id(node)))
+            dplan = plan.dictionaries.get(id(node))
+            if (dplan is None or dplan.level is None) and pa.types.is_dictionary(array.type):
+                assert plan.plain is not None  # hashed first (hash_first), and now plain
+                return plan.plain(node.path)
+            return node.dictionary.encode(array, dplan)
         return array
 
     # -- commit: make the corrections permanent -------------------------------------------------
@@ -272,6 +319,14 @@ class TableEncoder:
         self.last_schema = plan.schema
         self._last_input = plan.batch.schema
         self._last_signature = plan.signature
+
+
+def _schema_of(schema: pa.Schema, columns: list[pa.Array]) -> pa.Schema:
+    """``schema`` with each field's type set to its column's (names, nullability, metadata kept)."""
+    for i, (f, column) in enumerate(zip(schema, columns)):
+        if f.type != column.type:
+            schema = schema.set(i, f.with_type(column.type))
+    return schema
 
 
 def _metadata_key(schema: pa.Schema) -> str:

@@ -5,14 +5,16 @@ Each phase is timed by wrapping the function that implements it with ``time.perf
 (no profiler, so the split adds only a few microseconds per call). Phases:
 
 * validate: ``check_bundle`` (schemas, parent ids);
-* sort: ``transport.optimize`` (only with ``--sort``);
-* hash (pyarrow): ``pc.dictionary_encode`` of each dictionary column's batch values;
-* memo lookups: the numba stream-dictionary lookups of each batch's distinct values;
+* sort: ``transport.optimizer.optimize_tables`` (only with ``--sort``: sort keys, sort, gather, ids),
+  without the hashing it calls for the encoder (``TableEncoder.hash_first``), counted under hash;
+* hash (pyarrow): ``pc.dictionary_encode`` of dictionary columns (before sorting, or in the memo);
+* memo lookups: the numba stream-dictionary kernels (lookups, first-seen numbering, recoding);
 * feed/correct, rest: the remainder of ``TableEncoder.plan`` (inspection, events, schema);
 * build: ``TableEncoder.build`` (emitting the adaptive record);
 * IPC write: ``StreamWriter.write``; envelope: ``BatchArrowRecords.to_bytes``;
 * other: what is left of the whole encode (commit, routing, bookkeeping).
 
+Phases are exclusive (a timed call nested in another counts only for the inner phase).
 Every phase is the median over ``--repeat`` runs (the first run, which loads numba's cache, is
 dropped); the plain write is the minimum over the same runs. Pinned to core 0, Arrow single-threaded.
 
@@ -35,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import adaptive_arrow.encoder as encoder_module
+import adaptive_arrow.table_encoder as table_encoder_module
 import adaptive_arrow.transform.memo as memo_module
 import otap_model
 from adaptive_arrow import BatchArrowRecords, Encoder, EncoderConfig
@@ -46,40 +49,61 @@ PHASES = ("validate", "sort", "hash (pyarrow)", "memo lookups", "feed/correct, r
 
 
 class Clock:
-    """Accumulates wall time per (phase, payload type) while wrapped functions run."""
+    """Accumulates wall time per (phase, payload type) while wrapped functions run. Phases are
+    exclusive: time spent in a wrapped call nested inside another is counted only for the inner one."""
 
     def __init__(self) -> None:
         self.total: collections.defaultdict[tuple[str, str], float] = collections.defaultdict(float)
         self.payload = "-"
+        self._nested: list[float] = []  # time spent in wrapped callees, per open call
 
     def wrap(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
+            self._nested.append(0.0)
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.total[(phase, self.payload)] += time.perf_counter() - t0
+                spent = time.perf_counter() - t0
+                self.total[(phase, self.payload)] += spent - self._nested.pop()
+                if self._nested:
+                    self._nested[-1] += spent
 
         return timed
+
+
+class TimedHashing:
+    """``pyarrow.compute`` as the encoder modules see it, with ``dictionary_encode`` timed."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.dictionary_encode = clock.wrap(pc.dictionary_encode, "hash (pyarrow)")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pc, name)
 
 
 def install(clock: Clock) -> None:
     """Wrap the phase functions (module attributes, so the encoder's own calls are timed)."""
     encoder_module.check_bundle = clock.wrap(encoder_module.check_bundle, "validate")
-    opt = encoder_module.transport.optimize
-    encoder_module.transport = type("T", (), {"optimize": staticmethod(clock.wrap(opt, "sort"))})  # type: ignore[assignment]
-    memo_module.pc = type("PC", (), {"dictionary_encode": staticmethod(clock.wrap(pc.dictionary_encode, "hash (pyarrow)"))})  # type: ignore[assignment]
-    memo_module._insert = clock.wrap(memo_module._insert, "memo lookups")
-    plan, build = TableEncoder.plan, TableEncoder.build
+    encoder_module.optimize_tables = clock.wrap(encoder_module.optimize_tables, "sort")
+    memo_module.pc = table_encoder_module.pc = TimedHashing(clock)  # type: ignore[assignment]
+    for kernel in ("_insert", "_first_seen", "_recode"):
+        setattr(memo_module, kernel, clock.wrap(getattr(memo_module, kernel), "memo lookups"))
+    plan, build, hash_first = TableEncoder.plan, TableEncoder.build, TableEncoder.hash_first
 
-    def timed_plan(self: TableEncoder, batch: pa.RecordBatch) -> Any:
+    def timed_hash_first(self: TableEncoder, *args: Any) -> Any:
         clock.payload = self.payload_type.name
-        return clock.wrap(plan, "plan")(self, batch)
+        return hash_first(self, *args)
+
+    def timed_plan(self: TableEncoder, *args: Any) -> Any:
+        clock.payload = self.payload_type.name
+        return clock.wrap(plan, "feed/correct, rest")(self, *args)
 
     def timed_build(self: TableEncoder, p: Any) -> Any:
         clock.payload = self.payload_type.name
         return clock.wrap(build, "build")(self, p)
 
+    TableEncoder.hash_first = timed_hash_first  # type: ignore[method-assign]
     TableEncoder.plan = timed_plan  # type: ignore[method-assign]
     TableEncoder.build = timed_build  # type: ignore[method-assign,assignment]
     StreamWriter.write = clock.wrap(StreamWriter.write, "IPC write")  # type: ignore[method-assign]
@@ -119,11 +143,10 @@ def measure(signal: Signal, bundles: list[OtapBundle], config: EncoderConfig, re
 
 
 def split(counter: dict[tuple[str, str], float]) -> dict[str, float]:
-    """Phase totals, with the hashing and lookups taken out of plan."""
+    """Phase totals over payload types."""
     by_phase: collections.defaultdict[str, float] = collections.defaultdict(float)
     for (phase, _), t in counter.items():
         by_phase[phase] += t
-    by_phase["feed/correct, rest"] = by_phase.pop("plan", 0.0) - by_phase["hash (pyarrow)"] - by_phase["memo lookups"]
     return dict(by_phase)
 
 
@@ -159,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {signal.value} | {plain * 1000:.2f} | {total / plain:.1f}x | {cells} | {other / plain:.2f}x |")
         payloads = {pt for _, c in runs for (_, pt) in c if pt != "-"}
         per_payload[signal.value] = sorted(
-            ((pt, statistics.median(sum(t for (ph, p), t in c.items() if p == pt and ph in ("plan", "build")) for _, c in runs)) for pt in payloads),
+            ((pt, statistics.median(sum(t for (ph, p), t in c.items() if p == pt and ph not in ("validate", "sort", "IPC write", "envelope")) for _, c in runs)) for pt in payloads),
             key=lambda item: -item[1],
         )
         per_payload[signal.value] = [(pt, t / plain) for pt, t in per_payload[signal.value]]

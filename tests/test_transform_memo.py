@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -90,3 +91,45 @@ def test_large_repetitive_batches(t: pa.DataType) -> None:
         (batch(20, 120).slice(7), True),
         (batch(0, 200), True),
     ])
+
+
+def _twin_run(t: pa.DataType, seq: list[tuple[pa.Array, bool]]) -> None:
+    """A memo fed each batch dictionary-encoded (as the encoder hashes sort columns first) numbers
+    values exactly as a memo fed the plain batches."""
+    plain, hashed = new_memo(t), new_memo(t)
+    for array, commit in seq:
+        codes = plain.encode(array)
+        assert np.array_equal(hashed.encode(pc.dictionary_encode(array)), codes)
+        assert hashed.size == plain.size
+        assert hashed.values(hashed.size).equals(plain.values(plain.size))
+        if commit:
+            plain.commit(plain.size)
+            hashed.commit(hashed.size)
+
+
+BINARY_TYPES = [t for t in TYPES if pa.types.is_string(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(BINARY_TYPES), batches)
+def test_dictionary_encoded_batches_match_plain_ones(t: pa.DataType, seq: list[tuple[list[int], int, int, bool]]) -> None:
+    _twin_run(t, [(_array(t, picks * repeats).slice(min(offset, len(picks))), commit) for picks, repeats, offset, commit in seq])
+
+
+@pytest.mark.parametrize("t", BINARY_TYPES)
+def test_dictionary_with_unused_and_reordered_entries(t: pa.DataType) -> None:
+    """A flattened struct child masks rows of its dictionary-encoded values (unused entries), and
+    a sorted batch uses its dictionary out of order: only used values enter, in row order."""
+    rng = np.random.default_rng(3)
+    plain, hashed = new_memo(t), new_memo(t)
+    for lo, hi in ((0, 30), (10, 60), (50, 90)):
+        array = _array(t, rng.integers(lo, hi, 900).tolist())
+        rows = pa.array(rng.permutation(len(array)))
+        struct = pa.StructArray.from_arrays([pc.dictionary_encode(array)], names=["v"], mask=pa.array(rng.random(len(array)) < 0.4))
+        struct_plain = pa.StructArray.from_arrays([array], names=["v"], mask=struct.is_null())
+        encoded = struct.take(rows).flatten()[0]
+        codes = plain.encode(struct_plain.take(rows).flatten()[0])
+        assert np.array_equal(hashed.encode(encoded), codes)
+        assert hashed.values(hashed.size).equals(plain.values(plain.size))
+        plain.commit(plain.size)
+        hashed.commit(hashed.size)

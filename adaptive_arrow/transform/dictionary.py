@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .memo import Memo, new_memo
+from .memo import HashMemo, Memo, new_memo
 
 INDEX_TYPES: tuple[pa.DataType, ...] = (pa.uint8(), pa.uint16(), pa.uint32())
 INDEX_MAX: tuple[int, ...] = (2**8 - 1, 2**16 - 1, 2**32 - 1)
@@ -97,6 +97,12 @@ class DictionaryPlan:
         self.alone = True
 
 
+def _binary_like(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) or (
+        pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    )
+
+
 def _validity_buffer(array: pa.Array) -> pa.Buffer | None:
     """The array's validity bitmap starting at bit 0 (None without nulls)."""
     if array.null_count == 0:
@@ -141,6 +147,17 @@ class DictionaryTransform:
 
     def transform(self, field: pa.Field) -> pa.Field | None:
         return field.with_type(self.emitted_type(self.level))
+
+    def hashes_first(self, array: pa.Array, sort_key: bool) -> bool:
+        """Whether the encoder should ``dictionary_encode`` this plain binary-like column before
+        sorting (the sort then ranks the batch dictionary and gathers only indices, and ``plan``
+        looks up only the dictionary's values): when the column is a sort key, which the sort
+        would hash anyway, or when the memo would hash this batch through pyarrow itself."""
+        if self.level is None or not isinstance(self.memo, HashMemo) or not _binary_like(self.value_type):
+            return False
+        if array.null_count == len(array):
+            return False
+        return sort_key or self.memo.hashes_with_arrow(array)
 
     def plan(self, array: pa.Array) -> DictionaryPlan | None:
         """Feed one batch's column without changing state; None when the column is plain for good.

@@ -219,6 +219,41 @@ def _drop(hashes: np.ndarray, table: np.ndarray, keep: int, size: int) -> None:
         table[slot] = _EMPTY
 
 
+@_compile
+def _first_seen(codes: np.ndarray, bitmap: np.ndarray, offset: int, ranks: np.ndarray, order: np.ndarray) -> int:
+    """Number the dictionary codes a batch uses in order of first appearance: ``ranks[code]`` (-1
+    on entry) becomes its number and ``order[number]`` the code. Null slots (``bitmap`` bit clear,
+    at bit ``offset + i``; empty bitmap: no nulls) are skipped. Returns how many codes are used."""
+    check = bitmap.size != 0
+    k = 0
+    for i in range(codes.size):
+        if check:
+            p = offset + i
+            if not (bitmap[p >> 3] >> (p & 7)) & 1:
+                continue
+        c = codes[i]
+        if ranks[c] < 0:
+            ranks[c] = k
+            order[k] = c
+            k += 1
+    return k
+
+
+@_compile
+def _recode(
+    codes: np.ndarray, bitmap: np.ndarray, offset: int, ranks: np.ndarray, mapping: np.ndarray, out: np.ndarray
+) -> None:
+    """out[i] = mapping[ranks[codes[i]]] (the stream index of row i's value); 0 in null slots."""
+    check = bitmap.size != 0
+    for i in range(codes.size):
+        if check:
+            p = offset + i
+            if not (bitmap[p >> 3] >> (p & 7)) & 1:
+                out[i] = 0
+                continue
+        out[i] = mapping[ranks[codes[i]]]
+
+
 def _fixed_width(t: pa.DataType) -> int:
     """Byte width of a fixed-width value type the hash memo handles exactly, else 0."""
     if pt.is_fixed_size_binary(t):
@@ -247,6 +282,10 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 _NO_BYTES = np.empty(0, dtype=np.uint8)
+
+
+def _is_identity(order: np.ndarray) -> bool:
+    return bool((order == np.arange(order.size, dtype=order.dtype)).all())
 _SMALL = 512  # rows up to which the direct path's lower fixed cost wins whatever the values
 
 
@@ -293,6 +332,8 @@ class HashMemo:
         into the table only when the next batch comes); mostly distinct values (judged by the
         previous batch), mostly-null columns and small batches go through the memo directly
         (hashing twice, visiting nulls, or the fixed cost of the pyarrow path would cost more).
+        A ``DictionaryArray`` (the encoder dictionary-encoded the column before sorting) is
+        already hashed: only its dictionary's used values are looked up (``_encode_dictionary``).
         """
         if self._arrow is not None:  # the dictionary so far is one pyarrow array, not yet hashed
             arrow, self._arrow = self._arrow, None
@@ -307,6 +348,10 @@ class HashMemo:
         if valid == 0:
             return np.zeros(n, dtype=np.int32)
         self._stamp += 1
+        if pa.types.is_dictionary(array.type):
+            out, distinct = self._encode_dictionary(array)
+            self._direct = 2 * distinct > valid
+            return out
         buf = array.buffers()[0]
         sparse = 2 * array.null_count > n  # mostly nulls: the kernel skips them cheaply
         if (self._direct or sparse or n <= _SMALL) and (array.null_count == 0 or buf is not None):
@@ -330,6 +375,37 @@ class HashMemo:
                 out[~_valid_mask(array)] = 0  # as dictionary_encode leaves them (same wire bytes)
         self._direct = 2 * distinct > valid
         return out
+
+    def hashes_with_arrow(self, array: pa.Array) -> bool:
+        """Whether ``encode`` would hash this plain batch with pyarrow (see ``encode``)."""
+        n = len(array)
+        return not self._direct and 2 * array.null_count <= n and n > _SMALL
+
+    def _encode_dictionary(self, array: pa.DictionaryArray) -> tuple[np.ndarray, int]:
+        """The batch already dictionary-encoded (``pc.dictionary_encode`` before sorting, so the
+        sort and this memo hash each value once): only the batch dictionary's values go through
+        the memo, in order of first appearance in the rows, so the stream indices are those the
+        plain column would get. Returns (indices, distinct values used)."""
+        indices, dictionary = array.indices, array.dictionary
+        n = len(indices)
+        codes = np.frombuffer(indices.buffers()[1], dtype=indices.type.to_pandas_dtype())[indices.offset : indices.offset + n]
+        bitmap = np.frombuffer(indices.buffers()[0], dtype=np.uint8) if indices.null_count else _NO_BYTES
+        ranks = np.full(len(dictionary), -1, dtype=np.int32)
+        order = np.empty(len(dictionary), dtype=np.int32)
+        used = int(_first_seen(codes, bitmap, indices.offset, ranks, order))
+        if used == len(dictionary) and _is_identity(order):
+            values = dictionary
+        else:
+            values = dictionary.take(pa.Array.from_buffers(pa.int32(), used, [None, pa.py_buffer(order)]))
+        if self.size == 0:  # empty memo: these values are the stream's dictionary; hash them later
+            self._arrow, self.size = values, used
+            mapping = np.arange(used, dtype=np.int32)
+        else:
+            mapping = np.empty(used, dtype=np.int32)
+            self._lookup(values, values.offset, used, used, _NO_BYTES, mapping)
+        out = np.empty(n, dtype=np.int32)
+        _recode(codes, bitmap, indices.offset, ranks, mapping, out)
+        return out, used
 
     def _lookup(self, values: pa.Array, start: int, n: int, valid: int, bitmap: np.ndarray, out: np.ndarray) -> int:
         """Run the kernel over values[start:start + n] (buffer positions) after making room."""

@@ -10,8 +10,10 @@ need the parent's numbering, recorded when the parent was done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, relations
@@ -54,15 +56,44 @@ def optimize(bundle: OtapBundle, config: object | None = None) -> OtapBundle:
     optimised again; when the root order starts with its id columns (the reference orders) that
     second pass changes nothing.
     """
+    tables = optimize_tables(bundle, sort_orders(config))
+    return OtapBundle(bundle.signal, {pt: tables[pt].table for pt in bundle.tables})
+
+
+@dataclass(frozen=True)
+class SortedTable:
+    """One optimised table and the row order it was gathered in (None: the input order)."""
+
+    table: pa.RecordBatch
+    rows: np.ndarray | None
+
+
+Prepare = Callable[[PayloadType, pa.RecordBatch], pa.RecordBatch]
+
+
+def sort_orders(config: object | None) -> dict[PayloadType, tuple[str, ...]]:
+    """The sort order of every payload type under ``config`` (its ``sort_orders``, else the defaults)."""
     overrides = _sort_orders_of(config)
-    orders = DEFAULT_SORT_ORDERS if overrides is None else resolve_sort_orders(overrides)
+    return DEFAULT_SORT_ORDERS if overrides is None else resolve_sort_orders(overrides)
+
+
+def optimize_tables(
+    bundle: OtapBundle, orders: Mapping[PayloadType, Sequence[str]], prepare: Prepare | None = None
+) -> dict[PayloadType, SortedTable]:
+    """``optimize`` table by table, keeping each table's row order. ``prepare`` (the encoder's
+    hook) may replace columns of each plain table before it is sorted, with columns that sort
+    and gather the same way (a string column by its ``dictionary_encode``, so the encoder's
+    dictionaries reuse the hashing the sort keys need and only indices are gathered)."""
     tables = restore(bundle).tables
-    out: dict[PayloadType, pa.RecordBatch] = {}
+    out: dict[PayloadType, SortedTable] = {}
     renumberings: Renumberings = {}
     for pt, parent in top_down(bundle.signal):
-        if pt in tables:
-            out[pt] = optimize_table(pt, tables[pt], parent, orders[pt], renumberings)
-    return OtapBundle(bundle.signal, {pt: out[pt] for pt in tables})
+        table = tables.get(pt)
+        if table is not None:
+            if prepare is not None:
+                table = prepare(pt, table)
+            out[pt] = sort_table(pt, table, parent, orders[pt], renumberings)
+    return out
 
 
 def top_down(signal: Signal) -> list[tuple[PayloadType, tuple[PayloadType, str] | None]]:
@@ -77,6 +108,17 @@ def optimize_table(
     order: Sequence[str],
     renumberings: Renumberings,
 ) -> pa.RecordBatch:
+    """One table's step of the top-down pass (``sort_table`` without the row order)."""
+    return sort_table(pt, table, parent, order, renumberings).table
+
+
+def sort_table(
+    pt: PayloadType,
+    table: pa.RecordBatch,
+    parent: tuple[PayloadType, str] | None,
+    order: Sequence[str],
+    renumberings: Renumberings,
+) -> SortedTable:
     """One table's step of the top-down pass: rewrite its parent ids to the parent's new numbering
     (recorded in ``renumberings``), sort it, renumber and delta-encode its own ids (recording
     their numbering), and (quasi-)delta-encode its parent ids.
@@ -111,7 +153,7 @@ def optimize_table(
         encoding = parent_id_encoding(pt)
         assert encoding is not None
         replaced["parent_id"] = (delta.encode_parent_ids(pt, table, new_parent_ids, ordering, keys), encoding)
-    return replace_columns(sorted_table, replaced)
+    return SortedTable(replace_columns(sorted_table, replaced), rows)
 
 
 def restore(bundle: OtapBundle) -> OtapBundle:
