@@ -1,9 +1,10 @@
 """Quiver store benchmark: every figure from one run, fsync on, printed as one table.
 
-    .venv/bin/python -m benchmarks.bench_store [--dir DIR] [--quick]
+    .venv/bin/python -m benchmarks.bench_store [--dir DIR] [--quick] [--single]
 
 Measures, on the file system of DIR (default: a temporary directory), side by side:
-the fdatasync latency of small writes, `dd ... conv=fdatasync` bandwidth, ingest of 4-slot 100-row
+the fdatasync latency of small writes (appending, DESIGN.md's bound, and overwriting synced zeros,
+the bound of the pre-extended WAL), `dd ... conv=fdatasync` bandwidth, ingest of 4-slot 100-row
 bundles from one producer and from 8 producer threads (bundles/s, p50/p99 latency), large-bundle
 ingest bandwidth, replay of a 128 MiB WAL, and opening a store of 1,000 segments.
 """
@@ -81,6 +82,28 @@ def fdatasync_latency(directory: str, n: int) -> float:
         os.unlink(path)
 
 
+def overwrite_latency(directory: str, n: int) -> float:
+    """The same 4 KiB write + fdatasync, overwriting blocks written and synced beforehand (zeros):
+    no size change or block allocation for the journal to commit, the bound of a pre-extended WAL."""
+    path = os.path.join(directory, "fsync.overwrite.probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        block = b"x" * 4096
+        os.write(fd, bytes((n + 20) * len(block)))
+        os.fdatasync(fd)
+        for i in range(20):
+            os.pwrite(fd, block, i * len(block))
+            os.fdatasync(fd)
+        t = time.perf_counter()
+        for i in range(20, n + 20):
+            os.pwrite(fd, block, i * len(block))
+            os.fdatasync(fd)
+        return (time.perf_counter() - t) / n
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def dd_bandwidth(directory: str, count: int) -> tuple[float, str]:
     path = os.path.join(directory, "dd.out")
     cmd = ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={count}", "conv=fdatasync"]
@@ -101,19 +124,24 @@ def store_config(**wal: object) -> StoreConfig:
     )
 
 
-def single_producer(directory: str, bundles: list[RecordBundle], rounds: int, probes: int) -> tuple[list[float], list[float], list[float], dict]:
-    """Rounds of (fdatasync probe, single-producer ingest), interleaved so both see the same disk load.
+def single_producer(
+    directory: str, bundles: list[RecordBundle], rounds: int, probes: int
+) -> tuple[list[float], list[float], list[float], list[float], dict]:
+    """Rounds of (append probe, overwrite probe, single-producer ingest), interleaved so all three
+    see the same disk load.
 
-    Returns per-round fdatasync latencies, per-round bundles/s, every ingest latency, and stats.
+    Returns per-round append and overwrite fdatasync latencies, per-round bundles/s, every ingest
+    latency, and stats.
     """
     lat: list[float] = []
-    sync_lat, rates = [], []
+    sync_lat, over_lat, rates = [], [], []
     per = len(bundles) // rounds
     with QuiverStore.open(os.path.join(directory, "single"), store_config()) as store:
         for b in bundles[:50]:
             store.ingest(b)
         for r in range(rounds):
             sync_lat.append(fdatasync_latency(directory, probes))
+            over_lat.append(overwrite_latency(directory, probes))
             t0 = time.perf_counter()
             for b in bundles[r * per : (r + 1) * per]:
                 t = time.perf_counter()
@@ -121,7 +149,7 @@ def single_producer(directory: str, bundles: list[RecordBundle], rounds: int, pr
                 lat.append(time.perf_counter() - t)
             rates.append(per / (time.perf_counter() - t0))
         stats = store.stats()
-    return sync_lat, rates, lat, stats
+    return sync_lat, over_lat, rates, lat, stats
 
 
 def many_producers(directory: str, bundles: list[RecordBundle], threads: int) -> tuple[float, list[float], dict]:
@@ -226,60 +254,70 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=None, help="directory on the file system to measure (default: a temp dir)")
     ap.add_argument("--quick", action="store_true", help="smaller workloads (smoke run, figures not for the docs)")
+    ap.add_argument("--single", action="store_true", help="only the single-producer rows (probes and ingest), for before/after runs")
     args = ap.parse_args()
     console = Console()
     base = tempfile.mkdtemp(prefix="quiver-bench-", dir=args.dir)
     q = args.quick
+    table = Table(title="Quiver store (one run)")
+    for col in ("measurement", "result", "target", "met"):
+        table.add_column(col)
+
+    def row(name: str, result: str, target: str, ok: bool | None) -> None:
+        table.add_row(name, result, target, "-" if ok is None else ("yes" if ok else "[red]NO"))
+
+    def us(values: list[float]) -> str:
+        return ", ".join(f"{x * 1e6:.0f}" for x in values)
+
     try:
         n_small = 1000 if q else 5000
         small = small_bundles(n_small)
         console.print(f"[bold]Quiver store benchmark[/bold] in {base} (fsync on, group commit)")
         rounds = 3 if q else 5
-        sync_lat, single_rates, single_lat, single_stats = single_producer(base, small, rounds, 100 if q else 300)
-        lat_fsync = statistics.median(sync_lat)
-        bound = 1.0 / lat_fsync
+        sync_lat, over_lat, single_rates, single_lat, single_stats = single_producer(base, small, rounds, 100 if q else 300)
+        lat_fsync, lat_over = statistics.median(sync_lat), statistics.median(over_lat)
         single_bps = statistics.median(single_rates)
         single_ratio = statistics.median([r * lat for r, lat in zip(single_rates, sync_lat)])
-        multi_bps, multi_lat, multi_stats = many_producers(base, small, 8)
-        big = large_bundles(16 if q else 64, 4 * MiB)
-        dd_runs, large1_runs, large4_runs = [], [], []
-        for _ in range(2 if q else 3):  # interleaved: dd, then the store, under the same disk load
-            dd_mbs_r, dd_cmd = dd_bandwidth(base, 64 if q else 256)
-            dd_runs.append(dd_mbs_r)
-            large1_runs.append(large_ingest(base, big, 1)[0])
-            mbs, large_stats = large_ingest(base, big, 4)
-            large4_runs.append(mbs)
-        dd_mbs = statistics.median(dd_runs)
-        large1_mbs, large_mbs = statistics.median(large1_runs), statistics.median(large4_runs)
-        replay_s, replay_bytes, replayed = replay_time(base, small[:500], (16 if q else 128) * MiB)
-        open_s, open_meta_s = open_many_segments(base, 100 if q else 1000, small)
-        per_group = multi_stats["entries"] / max(multi_stats["fsyncs"], 1)
-        table = Table(title="Quiver store (one run)")
-        for col in ("measurement", "result", "target", "met"):
-            table.add_column(col)
-
-        def row(name: str, result: str, target: str, ok: bool | None) -> None:
-            table.add_row(name, result, target, "-" if ok is None else ("yes" if ok else "[red]NO"))
-
-        row(f"fdatasync latency (4 KiB append + fdatasync), median of {rounds}", f"{lat_fsync * 1e6:.0f} us -> bound {bound:.0f}/s ({', '.join(f'{x * 1e6:.0f}' for x in sync_lat)})", "-", None)
-        row(f"dd bs=1M count=256 conv=fdatasync, median of {len(dd_runs)}", f"{dd_mbs:.0f} MB/s ({', '.join(f'{x:.0f}' for x in dd_runs)})", "-", None)
-        row("1 producer, 4-slot 100-row bundles", f"{single_bps:.0f} bundles/s ({single_ratio:.0%} of bound, median per round)", "80% of 1/fdatasync", single_ratio >= 0.8)
+        over_ratio = statistics.median([r * lat for r, lat in zip(single_rates, over_lat)])
+        row(f"fdatasync latency (4 KiB append + fdatasync), median of {rounds}", f"{lat_fsync * 1e6:.0f} us -> bound {1 / lat_fsync:.0f}/s ({us(sync_lat)})", "-", None)
+        row(f"  overwrite probe (4 KiB over synced zeros + fdatasync), median of {rounds}", f"{lat_over * 1e6:.0f} us -> bound {1 / lat_over:.0f}/s ({us(over_lat)})", "-", None)
+        row("1 producer, 4-slot 100-row bundles", f"{single_bps:.0f} bundles/s ({single_ratio:.0%} of the append bound, {over_ratio:.0%} of the overwrite bound; medians per round)", "80% of 1/fdatasync", single_ratio >= 0.8)
         row("  ingest latency p50 / p99", f"{pct(single_lat, 50) * 1e3:.3f} / {pct(single_lat, 99) * 1e3:.3f} ms", "-", None)
-        row("8 producer threads, same bundles", f"{multi_bps:.0f} bundles/s ({per_group:.1f} bundles per fdatasync)", ">= 5000/s", multi_bps >= 5000)
-        row("  ingest latency p50 / p99", f"{pct(multi_lat, 50) * 1e3:.3f} / {pct(multi_lat, 99) * 1e3:.3f} ms", "-", None)
-        row("large bundles (4 MiB), 1 producer", f"{large1_mbs:.0f} MB/s ({large1_mbs / dd_mbs:.0%} of dd; {', '.join(f'{x:.0f}' for x in large1_runs)})", ">= 60% of dd", large1_mbs >= 0.6 * dd_mbs)
-        row("large bundles (4 MiB), 4 producers", f"{large_mbs:.0f} MB/s ({large_mbs / dd_mbs:.0%} of dd; {', '.join(f'{x:.0f}' for x in large4_runs)})", ">= 60% of dd", large_mbs >= 0.6 * dd_mbs)
-        row(f"WAL replay, {replay_bytes / MiB:.0f} MiB ({replayed} entries)", f"{replay_s:.2f} s", "<= 3 s (128 MiB)", replay_s <= 3.0)
-        row(f"open a store of {100 if q else 1000} segments", f"{open_s:.3f} s (+ metadata of all: {open_meta_s:.3f} s)", "<= 1 s", open_s <= 1.0)
+        if not args.single:
+            multi_bps, multi_lat, multi_stats = many_producers(base, small, 8)
+            big = large_bundles(16 if q else 64, 4 * MiB)
+            dd_runs, large1_runs, large4_runs = [], [], []
+            for _ in range(2 if q else 3):  # interleaved: dd, then the store, under the same disk load
+                dd_mbs_r, dd_cmd = dd_bandwidth(base, 64 if q else 256)
+                dd_runs.append(dd_mbs_r)
+                large1_runs.append(large_ingest(base, big, 1)[0])
+                mbs, large_stats = large_ingest(base, big, 4)
+                large4_runs.append(mbs)
+            dd_mbs = statistics.median(dd_runs)
+            large1_mbs, large_mbs = statistics.median(large1_runs), statistics.median(large4_runs)
+            replay_s, replay_bytes, replayed = replay_time(base, small[:500], (16 if q else 128) * MiB)
+            open_s, open_meta_s = open_many_segments(base, 100 if q else 1000, small)
+            per_group = multi_stats["entries"] / max(multi_stats["fsyncs"], 1)
+            row("8 producer threads, same bundles", f"{multi_bps:.0f} bundles/s ({per_group:.1f} bundles per fdatasync)", ">= 5000/s", multi_bps >= 5000)
+            row("  ingest latency p50 / p99", f"{pct(multi_lat, 50) * 1e3:.3f} / {pct(multi_lat, 99) * 1e3:.3f} ms", "-", None)
+            row(f"dd bs=1M count=256 conv=fdatasync, median of {len(dd_runs)}", f"{dd_mbs:.0f} MB/s ({', '.join(f'{x:.0f}' for x in dd_runs)})", "-", None)
+            row("large bundles (4 MiB), 1 producer", f"{large1_mbs:.0f} MB/s ({large1_mbs / dd_mbs:.0%} of dd; {', '.join(f'{x:.0f}' for x in large1_runs)})", ">= 60% of dd", large1_mbs >= 0.6 * dd_mbs)
+            row("large bundles (4 MiB), 4 producers", f"{large_mbs:.0f} MB/s ({large_mbs / dd_mbs:.0%} of dd; {', '.join(f'{x:.0f}' for x in large4_runs)})", ">= 60% of dd", large_mbs >= 0.6 * dd_mbs)
+            row(f"WAL replay, {replay_bytes / MiB:.0f} MiB ({replayed} entries)", f"{replay_s:.2f} s", "<= 3 s (128 MiB)", replay_s <= 3.0)
+            row(f"open a store of {100 if q else 1000} segments", f"{open_s:.3f} s (+ metadata of all: {open_meta_s:.3f} s)", "<= 1 s", open_s <= 1.0)
         console.print(table)
-        console.print(f"dd command: {dd_cmd}")
         console.print(
-            f"single: {single_stats['fsyncs']} fdatasyncs for {single_stats['entries']} entries; "
-            f"8 threads: {multi_stats['fsyncs']} for {multi_stats['entries']}; group sizes "
-            f"{dict(list(multi_stats['group_commit_sizes'].items())[:12])}"
+            f"single producer per round: {', '.join(f'{x:.0f}' for x in single_rates)} bundles/s; "
+            f"{single_stats['fsyncs']} fdatasyncs for {single_stats['entries']} entries; "
+            f"{single_stats.get('preallocated_bytes', 0) / MiB:.1f} MiB of WAL zero-filled ahead"
         )
-        console.print(f"large, 4 producers: {large_stats['entries']} entries, {large_stats['fsyncs']} fdatasyncs, {large_stats['bytes_written'] / MiB:.0f} MiB, {large_stats['rotations']} rotations")
-        console.print(f"single producer per round: {', '.join(f'{x:.0f}' for x in single_rates)} bundles/s")
+        if not args.single:
+            console.print(f"dd command: {dd_cmd}")
+            console.print(
+                f"8 threads: {multi_stats['fsyncs']} fdatasyncs for {multi_stats['entries']} entries; group sizes "
+                f"{dict(list(multi_stats['group_commit_sizes'].items())[:12])}"
+            )
+            console.print(f"large, 4 producers: {large_stats['entries']} entries, {large_stats['fsyncs']} fdatasyncs, {large_stats['bytes_written'] / MiB:.0f} MiB, {large_stats['rotations']} rotations")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -61,6 +61,7 @@ class WalConfig:
     flush_interval: float = 0.0  # seconds a group commit may wait to gather more appends
     durability: Durability = "fsync"  # fsync: ack after fdatasync; os: after write(2); none: buffered
     recovery: RecoveryMode = "point_in_time"
+    preallocate: int = 1 * MiB  # zeros kept written and synced past the active file's last entry (fsync only)
 
     def __post_init__(self) -> None:
         _positive("wal.max_size", self.max_size)
@@ -69,6 +70,8 @@ class WalConfig:
         _positive("wal.flush_interval", self.flush_interval, allow_zero=True)
         _choice("wal.durability", self.durability, ("fsync", "os", "none"))
         _choice("wal.recovery", self.recovery, ("point_in_time", "skip_corrupt", "strict"))
+        if isinstance(self.preallocate, bool) or not isinstance(self.preallocate, int) or self.preallocate < 0:
+            raise ConfigError(f"wal.preallocate must be a whole number of bytes >= 0 (0 turns it off), got {self.preallocate!r}")
         if self.rotation_size > self.max_size:
             raise ConfigError(
                 f"wal.rotation_size ({self.rotation_size}) must not exceed wal.max_size ({self.max_size})"

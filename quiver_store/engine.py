@@ -238,7 +238,8 @@ class QuiverStore:
         self._record_plan(plan)
         chunks = {g: fs.file_size(os.path.join(self.wal_dir, chunk_name(g))) for g in list_chunks(fs, self.wal_dir)}
         active = os.path.join(self.wal_dir, ACTIVE)
-        active_size = fs.file_size(active) if fs.exists(active) else 0
+        active_file_size = fs.file_size(active) if fs.exists(active) else 0
+        active_size = active_file_size if plan.active_end is None else plan.active_end  # before its zero tail
         active_gen = max([plan.active_generation] + [g + 1 for g in chunks])
         point = plan.sidecar_point if plan.sidecar_problem is None else None
         self._wal = WalWriter(
@@ -249,6 +250,7 @@ class QuiverStore:
             active_generation=active_gen,
             active_size=active_size if active_size >= HEADER_LEN else 0,
             chunks=chunks,
+            active_file_size=active_file_size,
             truncate_point=point,
             punch_supported=probe_punch_hole(fs, self.wal_dir),
             backpressure_timeout=cfg.retention.backpressure_timeout,

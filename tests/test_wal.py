@@ -130,10 +130,12 @@ def test_torn_tail_through_the_store_keeps_every_complete_bundle(tmp_path):
     store = QuiverStore.open(tmp_path, QUIET)
     receipts = [store.ingest(bundle(i)) for i in range(5)]
     store._abandon()
-    os.truncate(tmp_path / "wal" / "quiver.wal", receipts[-1].wal_offset + 30)
+    wal = tmp_path / "wal" / "quiver.wal"
+    torn = wal.read_bytes()[receipts[-1].wal_offset : receipts[-1].wal_offset + 30]
+    os.truncate(wal, receipts[-1].wal_offset + 30)
     with QuiverStore.open(tmp_path, QUIET) as again:
         assert again.stats()["corrupt_entries"] == 0
-        assert again.stats()["torn_tail_bytes"] == 30
+        assert again.stats()["torn_tail_bytes"] == len(torn.rstrip(b"\0"))  # counted up to the last non-zero byte
         assert again.ingest(bundle(5)).sequence == 4  # the torn entry's number is free again
     with QuiverStore.open(tmp_path, QUIET) as again:
         assert all_values(again) == [0, 1, 2, 3, 5]
@@ -219,20 +221,22 @@ def test_corrupt_sidecar_falls_back_to_a_full_scan_without_duplicates(tmp_path):
 
 # -- corruption in the middle --------------------------------------------------------------------------
 def _corrupt_middle(tmp_path, n=6, victim=2):
+    """n entries, one byte of entry `victim` flipped; (receipts, WAL path, end of the last entry)."""
     store = QuiverStore.open(tmp_path, QUIET)
     receipts = [store.ingest(bundle(i)) for i in range(n)]
+    end = store._wal.end_position().offset  # the file may go on with its pre-extended zeros
     store._abandon()
     wal = tmp_path / "wal" / "quiver.wal"
     data = bytearray(wal.read_bytes())
     bad = receipts[victim].wal_offset + 40
     data[bad] ^= 0x55
     wal.write_bytes(bytes(data))
-    return receipts, wal
+    return receipts, wal, end
 
 
 def test_point_in_time_reports_corruption_and_quarantines_the_rest(tmp_path):
-    receipts, wal = _corrupt_middle(tmp_path)
-    tail = wal.read_bytes()[receipts[2].wal_offset :]
+    receipts, wal, end = _corrupt_middle(tmp_path)
+    tail = wal.read_bytes()[receipts[2].wal_offset : end]  # every byte up to the zero tail
     with QuiverStore.open(tmp_path, QUIET) as store:
         stats = store.stats()
         assert stats["corrupt_entries"] == 1
@@ -263,7 +267,7 @@ def test_skip_corrupt_recovers_the_later_entries(tmp_path):
 
 
 def test_strict_refuses_naming_file_and_offset(tmp_path):
-    receipts, wal = _corrupt_middle(tmp_path)
+    receipts, wal, _ = _corrupt_middle(tmp_path)
     cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery="strict"))
     with pytest.raises(CorruptionError, match="strict") as info:
         QuiverStore.open(tmp_path, cfg)
@@ -275,8 +279,8 @@ def test_strict_refuses_naming_file_and_offset(tmp_path):
 
 @pytest.mark.parametrize("recovery", ["point_in_time", "skip_corrupt"])
 def test_flipped_bit_in_a_complete_last_entry_is_reported_and_quarantined_not_dropped(tmp_path, recovery):
-    receipts, wal = _corrupt_middle(tmp_path, n=3, victim=2)
-    last = wal.read_bytes()[receipts[2].wal_offset :]
+    receipts, wal, end = _corrupt_middle(tmp_path, n=3, victim=2)
+    last = wal.read_bytes()[receipts[2].wal_offset : end]
     cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery=recovery))
     with QuiverStore.open(tmp_path, cfg) as store:
         stats = store.stats()

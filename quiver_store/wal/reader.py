@@ -1,10 +1,15 @@
 """Sequential frame scanner: valid entries, torn tails, holes and corruption, told apart.
 
-A failure at offset p is classified by looking for the next valid frame (plausible length, known
-entry type, matching CRC32C) after p: none -> torn tail (a normal end of log), unless the failing
-frame is complete and only its CRC is wrong (damage, reported and quarantined like any other);
-found and the bytes between are all zero -> a hole (a punched prefix or a quarantined region
-zeroed by us); found otherwise -> corruption. The candidate search is vectorised with numpy.
+A failure at offset p is classified as follows. Bytes [p, end of file) all zero -> the zero-filled
+tail (ZERO_TAIL): the end of the log, which the writer pre-extends with zeros so that appends
+overwrite allocated blocks (no entry_len is 0, so a zero length field there is unambiguous).
+Otherwise look for the next valid frame (plausible length, known entry type, matching CRC32C)
+after p: none -> torn tail (a write that stopped part way: the end of log), unless the failing
+frame is complete, its CRC field is non-zero and does not match (damage, reported and quarantined
+like any other; a write that stopped before the frame's end leaves that field zero); found and the
+bytes between are all zero -> a hole (a punched prefix or a quarantined region zeroed by us);
+found otherwise -> corruption. Tail damage ends where the trailing zeros begin. The candidate
+search is vectorised with numpy.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .format import (
 KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE,)
 _WINDOW = 1 << 22
 CRC_MISMATCH = "CRC32C mismatch"
+ZERO_TAIL = "zero-filled tail"  # the reason of the clean end of a pre-extended (or zero-padded) file
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,25 @@ def _all_zero(data: memoryview, start: int, stop: int) -> bool:
     return not np.frombuffer(data, dtype=np.uint8, count=stop - start, offset=start).any()
 
 
+def data_end(data: memoryview, start: int) -> int:
+    """Offset just past the last non-zero byte at or after `start` (`start` if there is none)."""
+    stop = len(data)
+    while stop > start:
+        lo = max(start, stop - _WINDOW)
+        nonzero = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=stop - lo, offset=lo))
+        if nonzero.size:
+            return lo + int(nonzero[-1]) + 1
+        stop = lo
+    return start
+
+
+def _stored_crc(data: memoryview, pos: int) -> tuple[int, int]:
+    """(stored CRC32C, end) of the complete frame at `pos`."""
+    (length,) = LEN.unpack_from(data, pos)
+    (stored,) = CRC.unpack_from(data, pos + LEN.size + length)
+    return int(stored), pos + FRAME_OVERHEAD + length
+
+
 def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Damage]:
     """Frames from `start`; damage is yielded, then the scan resumes (holes, or `resync`) or stops."""
     pos = start
@@ -99,18 +124,24 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
             yield found
             pos += found.size
             continue
+        if _all_zero(data, pos, end):
+            yield Damage("torn", pos, end - pos, ZERO_TAIL, None)
+            return
         hint = None
         if end - pos >= LEN.size:
             (length,) = LEN.unpack_from(data, pos)
             hint = pos + FRAME_OVERHEAD + length
         nxt = find_next_frame(data, pos, hint)
         if nxt is None:
-            zero = _all_zero(data, pos, end)
-            if found == CRC_MISMATCH and not zero:
-                # The whole frame is there but its bytes are wrong: damage, not an interrupted append.
-                yield Damage("corrupt", pos, end - pos, "CRC32C mismatch in a complete final entry", None)
-                return
-            yield Damage("torn", pos, end - pos, "zero-filled tail" if zero else found, None)
+            stop = data_end(data, pos)
+            if found == CRC_MISMATCH:
+                stored, frame_end = _stored_crc(data, pos)
+                if stored != 0:
+                    # The whole frame is there, CRC included, but its bytes are wrong: damage, not an
+                    # interrupted write (which leaves the CRC field of a pre-extended file zero).
+                    yield Damage("corrupt", pos, max(stop, frame_end) - pos, "CRC32C mismatch in a complete final entry", None)
+                    return
+            yield Damage("torn", pos, stop - pos, found, None)
             return
         if _all_zero(data, pos, nxt):
             yield Damage("hole", pos, nxt - pos, "zero-filled region", nxt)
@@ -120,3 +151,15 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
         if not resync:
             return
         pos = nxt
+
+
+def content_end(view: memoryview, start: int) -> int:
+    """End of the bytes after `start` worth keeping (quarantine): the last non-zero byte, or the end
+    of the last frame if later, since a frame may end in zero bytes; the zero tail is left out."""
+    end = data_end(view, start)
+    for item in scan(view, start, resync=True):
+        if isinstance(item, Entry):
+            end = max(end, item.offset + item.size)
+        elif item.reason != ZERO_TAIL:
+            end = max(end, item.offset + item.length)
+    return end

@@ -3,6 +3,8 @@
 `plan_recovery` is read-only (the `quiver replay` command prints it); `apply_plan` performs the
 actions: cut the torn tail, copy corrupt (and, in point-in-time mode, all later) bytes into
 wal/quarantine/ before removing them from the log, delete rotated chunks the sidecar already covers.
+The active file's zero-filled tail (the writer's pre-extension) is the clean end of the log and is
+kept; trailing zeros are never copied into quarantine.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ..errors import CorruptionError, QuiverError
 from ..fs import FileSystem
 from . import sidecar
 from .format import ENTRY_RECORD_BUNDLE, HEADER_LEN, VERSION, Entry, decode_header, encode_header
-from .reader import Damage, scan
+from .reader import ZERO_TAIL, Damage, content_end, scan
 from .rotation import ACTIVE, QUARANTINE_DIR, chunk_name, list_chunks
 from .writer import Position
 
@@ -34,6 +36,7 @@ class FileScan:
     unknown: int = 0  # entries of unknown type (skipped by length)
     holes: int = 0  # zero-filled bytes skipped (punched prefix, zeroed quarantine)
     last_sequence: int | None = None
+    end: int | None = None  # where the zero-filled tail of the active file begins (None: no such tail)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,12 @@ class RecoveryPlan:
     corruptions: list[CorruptionError] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     last_sequence: int = -1  # highest valid sequence seen anywhere (covered or not)
+
+    @property
+    def active_end(self) -> int | None:
+        """End of the log in the pre-extended active file (its zero tail starts there), if it has one."""
+        active = os.path.join(self.wal_dir, ACTIVE)
+        return next((f.end for f in self.files if f.path == active and f.end is not None), None)
 
     @property
     def quarantined_bytes(self) -> int:
@@ -126,7 +135,7 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
                 else:
                     plan.entries.append((item, Position(gen, item.offset), path))
                 continue
-            stop = _damage(plan, fscan, item, path, last_file, mode, files[index + 1 :])
+            stop = _damage(plan, fscan, item, view, last_file, path == active_path, mode, files[index + 1 :])
             if stop:
                 break
         if stop:
@@ -134,11 +143,18 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
     return plan
 
 
-def _damage(plan: RecoveryPlan, fscan: FileScan, d: Damage, path: str, last_file: bool, mode: str, later: list) -> bool:
-    """Record one damaged region; True when the scan must stop here."""
+def _damage(
+    plan: RecoveryPlan, fscan: FileScan, d: Damage, view: memoryview, last_file: bool, active: bool, mode: str, later: list
+) -> bool:
+    """Record one damaged region; True when the scan must stop here. Only the active file may end
+    in zeros (its pre-extension); rotation cuts them off before a file becomes a chunk."""
+    path = fscan.path
     if d.kind == "hole":
         fscan.holes += d.length
         return False
+    if d.kind == "torn" and last_file and active and d.reason == ZERO_TAIL:
+        fscan.end = d.offset  # the clean end of a pre-extended file: nothing to do
+        return True
     if d.kind == "torn" and last_file:
         plan.torn = (path, d.offset, d.length)
         plan.actions.append(Action("truncate", path, d.offset, d.length, f"torn tail: {d.reason}"))
@@ -160,7 +176,8 @@ def _damage(plan: RecoveryPlan, fscan: FileScan, d: Damage, path: str, last_file
         plan.actions.append(Action("quarantine", path, d.offset, d.length, reason))
         plan.actions.append(Action("zero", path, d.offset, d.length, "corrupt bytes preserved in quarantine"))
         return False
-    plan.actions.append(Action("quarantine", path, d.offset, fscan.size - d.offset, reason))
+    kept = content_end(view, d.offset) - d.offset  # the rest of the file, without its zero tail
+    plan.actions.append(Action("quarantine", path, d.offset, kept, reason))
     plan.actions.append(Action("truncate", path, d.offset, fscan.size - d.offset, "point-in-time recovery stops here"))
     for _, later_path in later:
         plan.actions.append(Action("quarantine_file", later_path, 0, 0, "follows a corrupt entry"))

@@ -3,7 +3,9 @@
 Positions are (generation, logical offset): the logical offset of a byte never changes, even when
 the active file's prefix is reclaimed by rewriting (the shift is kept in memory; the sidecar stores
 physical offsets). Only one thread appends at a time (the group-commit leader); the finalizer calls
-`truncate_to` concurrently, so file state is guarded by `lock`.
+`truncate_to` and the preallocator `extend_tail` concurrently, so file state is guarded by `lock`.
+Under durability "fsync" the active file holds up to `wal.preallocate` zero bytes after its last
+entry (`size` is the end of the log, `file_end` the end of the file; preallocator.py says why).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..errors import QuiverError, StoreFullError
 from ..fs import FileSystem
 from . import sidecar
 from .format import HEADER_LEN, encode_header
+from .preallocator import Preallocator
 from .rotation import ACTIVE, chunk_name
 
 RECLAIM_THRESHOLD = 1 << 20  # punch / rewrite only once this many bytes are reclaimable
@@ -59,6 +62,7 @@ class WalWriter:
         active_generation: int,
         active_size: int,
         chunks: dict[int, int],
+        active_file_size: int | None = None,
         truncate_point: sidecar.TruncatePoint | None,
         punch_supported: bool,
         backpressure_timeout: float,
@@ -79,15 +83,24 @@ class WalWriter:
         self._sidecar = truncate_point
         self._rewrite_at: int | None = None  # physical offset the next rewrite may drop up to
         self.fd = -1
-        self.size = 0
+        self.size = 0  # end of the log in the active file: the next entry goes here
+        self.file_end = 0  # end of the active file: [size, file_end) are zeros written by extend_tail
         self.broken = False  # a failed fdatasync, or a partial write that could not be removed
-        self.stats = {"rotations": 0, "holes_punched": 0, "rewrites": 0, "chunks_deleted": 0, "wal_full_waits": 0}
+        self.failure: BaseException | None = None  # the failed fdatasync that stopped the WAL
+        self.stats = {"rotations": 0, "holes_punched": 0, "rewrites": 0, "chunks_deleted": 0, "wal_full_waits": 0,
+                      "preallocated_bytes": 0, "preallocate_errors": 0}
+        self.preallocate = config.preallocate if config.durability == "fsync" else 0
         path = os.path.join(wal_dir, ACTIVE)
         if active_size >= HEADER_LEN:
             self.fd = fs.open(path, os.O_WRONLY)
             self.size = active_size
+            self.file_end = max(active_size, active_file_size or 0)
         else:
             self._create_active()
+        self._preallocator: Preallocator | None = None
+        if self.preallocate:
+            self._preallocator = Preallocator(self, f"quiver-wal-prealloc[{wal_dir}]")
+            self._want_tail()
 
     # -- layout ---------------------------------------------------------------------------------
     def _create_active(self) -> None:
@@ -98,6 +111,7 @@ class WalWriter:
         self.fs.fsync_dir(self.wal_dir)
         self.fd = fd
         self.size = HEADER_LEN
+        self.file_end = HEADER_LEN
 
     def end_position(self) -> Position:
         with self.lock:
@@ -121,6 +135,8 @@ class WalWriter:
         `before_sync` runs after the write, right before the fdatasync (the GIL is free during it)."""
         total = sum(sizes)
         with self.lock:
+            if self.failure is not None:  # the preallocator's fdatasync failed
+                raise QuiverError(f"fdatasync of the WAL failed: {self.failure}; close and reopen the store")
             self._make_room(total)
             if self._rewrite_at is not None:
                 self._rewrite()
@@ -130,7 +146,11 @@ class WalWriter:
             except OSError:
                 self._undo_partial_write(start)
                 raise
-            self.size = start + total
+            self.size = end = start + total
+            if end > self.file_end:
+                self.file_end = end
+            if self.file_end - end < self.preallocate >> 1:
+                self._want_tail()
             shift = self._shift.get(self.generation, 0)
             out = []
             pos = start + shift
@@ -145,8 +165,7 @@ class WalWriter:
             except OSError as exc:
                 # Never retry a failed fdatasync and trust it (the kernel may have dropped the pages):
                 # the WAL takes no more writes in this process; reopening replays what is on disk.
-                self.broken = True
-                raise QuiverError(f"fdatasync of the WAL failed: {exc}; close and reopen the store") from exc
+                raise self._failed_sync(exc) from exc
         return out
 
     def sync(self) -> None:
@@ -155,8 +174,12 @@ class WalWriter:
         try:
             self.fs.fdatasync(fd)
         except OSError as exc:
-            self.broken = True
-            raise QuiverError(f"fdatasync of the WAL failed: {exc}; close and reopen the store") from exc
+            raise self._failed_sync(exc) from exc
+
+    def _failed_sync(self, exc: OSError) -> QuiverError:
+        self.broken = True
+        self.failure = exc
+        return QuiverError(f"fdatasync of the WAL failed: {exc}; close and reopen the store")
 
     def _undo_partial_write(self, start: int) -> None:
         """A failed write may have left part of a frame; cut it so later frames stay reachable."""
@@ -165,6 +188,42 @@ class WalWriter:
         except OSError as exc:
             self.broken = True
             raise QuiverError(f"WAL {self.wal_dir}/{ACTIVE}: cannot remove a partial write at offset {start}: {exc}") from exc
+        self.file_end = start
+
+    # -- pre-extension ----------------------------------------------------------------------------
+    def _want_tail(self) -> None:
+        """Ask the preallocator for more zeros, unless the file is already zero-filled up to rotation."""
+        if self._preallocator is not None and self.file_end < self.config.rotation_size:
+            self._preallocator.request()
+
+    def extend_tail(self) -> None:
+        """Zero-fill the active file up to `preallocate` bytes past its last entry (preallocator thread).
+
+        The zeros are written under the lock, so no append, rotation or rewrite overlaps them (an
+        append may overwrite them before they are synced: its own fdatasync then syncs both). The
+        fdatasync runs outside the lock, on a descriptor of its own, so a write error is reported to
+        it and to the writer's descriptor alike; a failure stops the WAL as the writer's own would.
+        """
+        with self.lock:
+            start = self.file_end
+            stop = min(self.size + self.preallocate, self.config.rotation_size)
+            if self.fd < 0 or self.failure is not None or stop <= start:
+                return
+            fd = self.fs.open(os.path.join(self.wal_dir, ACTIVE), os.O_WRONLY)
+            try:
+                self.fs.pwrite(fd, bytes(stop - start), start)
+            except BaseException:
+                self.fs.close(fd)
+                raise
+            self.file_end = stop
+            self.stats["preallocated_bytes"] += stop - start
+        try:
+            self.fs.fdatasync(fd)
+        except OSError as exc:
+            with self.lock:
+                raise self._failed_sync(exc) from exc
+        finally:
+            self.fs.close(fd)
 
     def _at_cap(self, nbytes: int) -> str | None:
         rotate = self.size > HEADER_LEN and self.size + nbytes > self.config.rotation_size
@@ -204,6 +263,11 @@ class WalWriter:
                 raise
 
     def _rotate(self) -> None:
+        if self.preallocate or self.file_end > self.size:
+            # A rotated chunk ends with its last entry: cut the zero tail (also what a failed
+            # zero-fill write may have left beyond file_end).
+            self.fs.truncate(self.fd, self.size)
+            self.file_end = self.size
         self.fs.fdatasync(self.fd)
         self.fs.close(self.fd)
         self.fd = -1
@@ -214,6 +278,7 @@ class WalWriter:
         self._rewrite_at = None
         self._create_active()  # also fsyncs the directory, making the rename durable
         self.stats["rotations"] += 1
+        self._want_tail()
 
     # -- truncation -----------------------------------------------------------------------------
     def truncate_to(self, pos: Position) -> None:
@@ -290,10 +355,13 @@ class WalWriter:
         self.fs.close(self.fd)
         self.fd = fd
         self._shift[self.generation] = self._shift.get(self.generation, 0) + cut - HEADER_LEN
-        self.size = HEADER_LEN + len(tail)
+        self.size = self.file_end = HEADER_LEN + len(tail)
         self.stats["rewrites"] += 1
+        self._want_tail()
 
     def close(self) -> None:
+        if self._preallocator is not None:
+            self._preallocator.stop()
         with self.lock:
             if self.fd >= 0:
                 self.fs.close(self.fd)
