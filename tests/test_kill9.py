@@ -1,4 +1,7 @@
-"""SIGKILL a writer process right after `ingest` returned: the acknowledged bundles are recovered."""
+"""SIGKILL a writer process right after `ingest` returned: the acknowledged bundles are recovered.
+
+The writer runs with the default pre-extended WAL (its entries overwrite a zero tail, so a kill in
+the middle of a write leaves a torn frame followed by zeros) and without pre-extension (appends)."""
 
 from __future__ import annotations
 
@@ -10,16 +13,18 @@ import textwrap
 
 import pytest
 
-from quiver_store import QuiverStore, SegmentConfig, StoreConfig
+from quiver_store import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 
 CFG = StoreConfig(segment=SegmentConfig(target_size=16 << 10, max_open_duration=3600.0))
+DEFAULT_PREALLOCATE = WalConfig().preallocate
 
 WRITER = textwrap.dedent(
     """
     import sys
     import pyarrow as pa
-    from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig
-    cfg = StoreConfig(segment=SegmentConfig(target_size=16 << 10, max_open_duration=3600.0))
+    from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, WalConfig
+    cfg = StoreConfig(segment=SegmentConfig(target_size=16 << 10, max_open_duration=3600.0),
+                      wal=WalConfig(preallocate=int(sys.argv[3])))
     store = QuiverStore.open(sys.argv[1], cfg)
     start = int(sys.argv[2])
     i = start
@@ -32,9 +37,10 @@ WRITER = textwrap.dedent(
 )
 
 
-def run_and_kill(path: str, start: int, acks_before_kill: int) -> list[int]:
+def run_and_kill(path: str, start: int, acks_before_kill: int, preallocate: int = DEFAULT_PREALLOCATE) -> list[int]:
     """Start a writer, kill -9 it as soon as it printed `acks_before_kill` receipts."""
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, path, str(start)], stdout=subprocess.PIPE, text=True)
+    cmd = [sys.executable, "-c", WRITER, path, str(start), str(preallocate)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     acked = []
     try:
         assert proc.stdout is not None
@@ -63,11 +69,12 @@ def test_single_acknowledged_bundle_survives_sigkill(tmp_path):
     assert got[:1] == [0] and got == list(range(len(got)))
 
 
+@pytest.mark.parametrize("preallocate", [DEFAULT_PREALLOCATE, 0], ids=["pre-extended", "appending"])
 @pytest.mark.parametrize("rounds", [3])
-def test_repeated_sigkill_loses_no_acknowledged_bundle(tmp_path, rounds):
+def test_repeated_sigkill_loses_no_acknowledged_bundle(tmp_path, rounds, preallocate):
     next_value, all_acked = 0, []
     for r in range(rounds):
-        acked = run_and_kill(str(tmp_path), next_value, 40 + 37 * r)
+        acked = run_and_kill(str(tmp_path), next_value, 40 + 37 * r, preallocate)
         all_acked += acked
         got = recovered(str(tmp_path))
         assert set(all_acked) <= set(got), "an acknowledged bundle was lost"

@@ -329,3 +329,123 @@ def test_sequence_numbers_continue_after_restart(tmp_path):
     store._abandon()
     with QuiverStore.open(tmp_path, QUIET) as store:
         assert store.ingest(bundle(11)).sequence == seq + 1
+
+
+# -- pre-extended active file (a zero tail after the last entry) ------------------------------------
+def _with_zero_tail(path, n: int, tail: int) -> tuple[list[int], int, bytes]:
+    """A WAL of n entries followed by `tail` zero bytes; (frame offsets, end of the log, entries)."""
+    offsets = frames_file(str(path), n)
+    data = path.read_bytes()
+    path.write_bytes(data + bytes(tail))
+    return offsets, len(data), data
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(0, 5), tail=st.integers(1, 70_000))
+def test_zero_tail_is_the_clean_end_of_the_active_file(tmp_path_factory, n, tail):
+    from quiver_store.cli import main
+
+    d = tmp_path_factory.mktemp("store")
+    (d / "wal").mkdir()
+    wal = d / "wal" / "quiver.wal"
+    _, end, _ = _with_zero_tail(wal, n, tail)
+    plan = plan_recovery(DEFAULT_FS, str(d / "wal"), HASH, "strict", -1)
+    assert replayed_values(plan) == list(range(n))
+    assert plan.torn is None and plan.corruptions == [] and plan.actions == []
+    assert plan.active_end == end
+    apply_plan(DEFAULT_FS, plan)
+    assert os.path.getsize(wal) == end + tail  # the zero tail is kept for the next appends
+    assert main(["verify", str(d)]) == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 4), tail=st.integers(0, 9_000), data=st.data())
+def test_torn_write_into_the_zero_tail_is_cut_not_reported(tmp_path_factory, n, tail, data):
+    d = tmp_path_factory.mktemp("wal")
+    wal = d / "quiver.wal"
+    offsets, end, full = _with_zero_tail(wal, n, tail)
+    last = offsets[-1]
+    # The write of the last frame stopped part way (before its CRC field): the rest is still zero.
+    cut = data.draw(st.integers(last, end - 4), label="bytes written")
+    wal.write_bytes(full[:cut] + bytes(end - cut + tail))
+    plan = plan_recovery(DEFAULT_FS, str(d), HASH, "strict", -1)  # strict: a torn write is no corruption
+    assert replayed_values(plan) == list(range(n - 1))
+    assert plan.corruptions == []
+    written = any(full[last:cut])
+    assert (plan.torn is not None) == written
+    if written:
+        assert plan.torn == (str(wal), last, len(full[last:cut].rstrip(b"\0")))
+    else:
+        assert plan.active_end == last  # nothing but zeros reached the disk: the log simply ends there
+    apply_plan(DEFAULT_FS, plan)
+    again = plan_recovery(DEFAULT_FS, str(d), HASH, "strict", -1)
+    assert replayed_values(again) == list(range(n - 1)) and again.torn is None and again.actions == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 5), tail=st.integers(1, 9_000), data=st.data())
+def test_corrupt_entry_before_the_zero_tail_is_reported_and_quarantined_without_the_zeros(tmp_path_factory, n, tail, data):
+    d = tmp_path_factory.mktemp("wal")
+    wal = d / "quiver.wal"
+    offsets, end, full = _with_zero_tail(wal, n, tail)
+    victim = data.draw(st.integers(0, n - 1), label="victim")
+    frame_end = offsets[victim + 1] if victim + 1 < n else end
+    at = data.draw(st.integers(offsets[victim] + 4, frame_end - 1), label="flipped byte")  # not the length field
+    bit = data.draw(st.integers(0, 7), label="bit")
+    damaged = bytearray(full)
+    damaged[at] ^= 1 << bit
+    wal.write_bytes(bytes(damaged) + bytes(tail))
+    plan = plan_recovery(DEFAULT_FS, str(d), HASH, "point_in_time", -1)
+    assert replayed_values(plan) == list(range(victim))
+    assert plan.torn is None and [c.offset for c in plan.corruptions] == [offsets[victim]]
+    quarantine = [a for a in plan.actions if a.kind == "quarantine"]
+    assert [(a.offset, a.length) for a in quarantine] == [(offsets[victim], end - offsets[victim])]
+    with pytest.raises(CorruptionError, match="strict"):
+        plan_recovery(DEFAULT_FS, str(d), HASH, "strict", -1)
+    apply_plan(DEFAULT_FS, plan)
+    kept = list((d / "quarantine").iterdir())
+    assert [q.read_bytes() for q in kept] == [bytes(damaged[offsets[victim] :])]
+    assert os.path.getsize(wal) == offsets[victim]
+
+
+def test_torn_write_ending_inside_the_crc_field_is_quarantined_not_dropped(tmp_path):
+    """Documented limit: a write that stopped inside the 4-byte CRC field leaves a complete frame
+    with a non-zero, wrong CRC, which is indistinguishable from a damaged final entry: it is
+    reported and quarantined (nothing is lost; the entry was never acknowledged)."""
+    wal = tmp_path / "quiver.wal"
+    offsets, end, full = _with_zero_tail(wal, 3, 4096)
+    crc = full[end - 4 : end]
+    keep = next(k for k in (3, 2, 1) if any(crc[:k]))
+    wal.write_bytes(full[: end - 4 + keep] + bytes(4 - keep + 4096))
+    plan = plan_recovery(DEFAULT_FS, str(tmp_path), HASH, "point_in_time", -1)
+    assert replayed_values(plan) == [0, 1]
+    assert [c.offset for c in plan.corruptions] == [offsets[2]] and "complete final entry" in str(plan.corruptions[0])
+
+
+def test_store_keeps_its_zero_tail_across_a_crash_and_appends_where_the_log_ends(tmp_path):
+    cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(preallocate=64 << 10))
+    store = QuiverStore.open(tmp_path, cfg)
+    receipts = [store.ingest(bundle(i)) for i in range(5)]
+    store._wal.extend_tail()  # whatever the background thread has done by now, the tail is there
+    end = store._wal.end_position().offset
+    wal = tmp_path / "wal" / "quiver.wal"
+    assert os.path.getsize(wal) == end + (64 << 10) and not any(wal.read_bytes()[end:])
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        stats = again.stats()
+        assert stats["replayed_entries"] == 5 and stats["torn_tail_bytes"] == 0 and stats["corrupt_entries"] == 0
+        assert stats["wal_bytes"] == end  # the zero tail is not counted as WAL data
+        receipt = again.ingest(bundle(5))
+        assert receipt.wal_offset == end and receipt.sequence == receipts[-1].sequence + 1
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert all_values(again) == list(range(6))
+
+
+@pytest.mark.parametrize("durability", ["os", "none"])
+def test_no_preallocation_without_fdatasync(tmp_path, durability):
+    cfg = StoreConfig(segment=QUIET.segment, wal=WalConfig(durability=durability))
+    with QuiverStore.open(tmp_path, cfg) as store:
+        store.ingest(bundle(0))
+        store.flush()
+        assert store.stats()["preallocated_bytes"] == 0
+        assert os.path.getsize(tmp_path / "wal" / "quiver.wal") == store.stats()["wal_bytes"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from quiver_store import (
+    QuiverError,
     QuiverStore,
     RecordBundle,
     RetentionConfig,
@@ -22,6 +24,7 @@ from quiver_store import (
 from quiver_store.fs import FileSystem
 from quiver_store.wal import sidecar
 from quiver_store.wal.format import HEADER_LEN
+from quiver_store.wal.reader import Damage, scan
 
 KiB = 1024
 
@@ -304,3 +307,116 @@ def test_failed_fdatasync_is_never_retried_and_trusted(tmp_path):
         again.flush()
         got = values(again)
     assert got[: len(acked)] == [0, 1, 2] and set(got) <= {0, 1, 2, 3}
+
+
+# -- pre-extended active file -------------------------------------------------------------------------
+def test_rotation_cuts_the_zero_tail_of_a_pre_extended_file(tmp_path):
+    from quiver_store.cli import main
+
+    cfg = config(rotation_size=8 * KiB, max_size=1 << 20, max_chunks=100, preallocate=4 * KiB)
+    store = QuiverStore.open(tmp_path, cfg)
+    for i in range(40):
+        store.ingest(bundle(i))
+        store._wal.extend_tail()  # a zero tail at every rotation, whatever the background thread did
+    assert store.stats()["rotations"] >= 3 and store.stats()["preallocated_bytes"] > 0
+    chunks = sorted(p for p in (tmp_path / "wal").iterdir() if p.name.startswith("quiver.wal."))
+    for chunk in chunks:  # a rotated chunk ends with its last entry
+        data = memoryview(chunk.read_bytes())
+        assert [d.kind for d in scan(data, HEADER_LEN, resync=False) if isinstance(d, Damage)] == []
+    store._abandon()
+    assert main(["verify", str(tmp_path)]) == 0
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert again.stats()["replayed_entries"] == 40 and again.stats()["corrupt_entries"] == 0
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == list(range(40))
+
+
+@pytest.mark.parametrize("fs", [FileSystem(), NoHoles()], ids=["punch_hole", "rewrite"])
+def test_prefix_reclaim_of_a_pre_extended_file_keeps_the_log_readable(tmp_path, fs):
+    cfg = config(rotation_size=64 << 20, max_size=256 << 20, preallocate=4 << 20)
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    for i in range(10):
+        store.ingest(bundle(i, rows=20_000))
+    store._wal.extend_tail()
+    store.flush()  # the WAL prefix is punched out, or rewritten by the next append
+    store.ingest(bundle(10, rows=20_000))
+    store._wal.extend_tail()
+    stats = store.stats()
+    assert stats["holes_punched"] + stats["rewrites"] == 1
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg, fs=fs) as again:
+        s = again.stats()
+        assert s["replayed_entries"] == 1 and s["corrupt_entries"] == 0 and s["torn_tail_bytes"] == 0
+    with QuiverStore.open(tmp_path, cfg) as again:
+        assert values(again) == list(range(11))
+
+
+class FailingZeroFill(FileSystem):
+    """Fails the preallocator's zero-fill (writes or fdatasync on the descriptor it opens) when armed."""
+
+    def __init__(self, error: int, on: str) -> None:
+        self.error, self.on = error, on
+        self.armed = False
+        self.fill_fds: set[int] = set()
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        if str(path).endswith("quiver.wal") and flags == os.O_WRONLY:  # the writer opens with O_CREAT
+            self.fill_fds.add(fd)
+        return fd
+
+    def close(self, fd):
+        self.fill_fds.discard(fd)
+        return super().close(fd)
+
+    def pwrite(self, fd, data, offset):
+        if self.armed and self.on == "pwrite" and fd in self.fill_fds:
+            raise OSError(self.error, os.strerror(self.error) + " (injected)")
+        return super().pwrite(fd, data, offset)
+
+    def fdatasync(self, fd):
+        if self.armed and self.on == "fdatasync" and fd in self.fill_fds:
+            self.armed = False
+            raise OSError(self.error, os.strerror(self.error) + " (injected)")
+        return super().fdatasync(fd)
+
+
+def _until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_zero_fill_without_space_only_costs_speed(tmp_path):
+    fs = FailingZeroFill(errno.ENOSPC, "pwrite")
+    fs.armed = True
+    cfg = config(preallocate=64 * KiB)
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    _until(lambda: store.stats()["preallocate_errors"] > 0)
+    acked = [store.ingest(bundle(i)).sequence for i in range(20)]  # appends past the end still work
+    assert len(acked) == 20 and store.stats()["preallocated_bytes"] == 0
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        again.flush()
+        assert values(again) == list(range(20))
+
+
+def test_failed_fdatasync_of_the_zero_fill_stops_the_wal(tmp_path):
+    fs = FailingZeroFill(errno.EIO, "fdatasync")
+    cfg = config(preallocate=64 * KiB)
+    store = QuiverStore.open(tmp_path, cfg, fs=fs)
+    _until(lambda: store.stats()["preallocated_bytes"] > 0)
+    fs.armed = True
+    acked = []
+    with pytest.raises(QuiverError, match="fdatasync of the WAL failed"):
+        for i in range(200):  # consumes the tail until the preallocator tops it up, and fails
+            acked.append(store.ingest(bundle(i, rows=500)).sequence)
+    assert not fs.armed and store._wal.failure is not None
+    with pytest.raises(QuiverError, match=r"stopped accepting writes|fdatasync of the WAL failed"):
+        store.ingest(bundle(999))
+    store._abandon()
+    with QuiverStore.open(tmp_path, cfg) as again:
+        again.flush()
+        got = values(again)
+    assert got[: len(acked)] == list(range(len(acked)))
