@@ -18,7 +18,7 @@ from otap_model import PayloadType
 
 from .events import Event, EventKind
 from .signature import schema_signature
-from .transform.dictionary import DictionaryPlan, RepetitionRule
+from .transform.dictionary import DictionaryPlan, RepetitionRule, dictionary_encode
 from .transform.node import Kind, TransformNode, build_tree
 
 ANNOTATION_PREFIX = b"#"
@@ -133,7 +133,7 @@ class TableEncoder:
             if node.kind is Kind.STRUCT:
                 column = self._hash_children(node, column, sort_keys)
             elif node.dictionary is not None and node.dictionary.hashes_first(column, node.path in sort_keys):
-                column = pc.dictionary_encode(column)
+                column = dictionary_encode(column)
             else:
                 continue
             if column is not batch.column(i):
@@ -153,7 +153,7 @@ class TableEncoder:
             if child.dictionary.hashes_first(array, child.path in sort_keys):
                 if children is None:
                     children = [struct.field(k) for k in range(struct.type.num_fields)]
-                children[j] = pc.dictionary_encode(array)
+                children[j] = dictionary_encode(array)
         if children is None:
             return struct
         fields = [f.with_type(a.type) for f, a in zip(struct.type, children)]

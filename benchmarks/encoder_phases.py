@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import adaptive_arrow.encoder as encoder_module
-import adaptive_arrow.table_encoder as table_encoder_module
+import adaptive_arrow.transform.dictionary as dictionary_module
 import adaptive_arrow.transform.memo as memo_module
 import otap_model
 from adaptive_arrow import BatchArrowRecords, Encoder, EncoderConfig
@@ -86,9 +86,10 @@ def install(clock: Clock) -> None:
     """Wrap the phase functions (module attributes, so the encoder's own calls are timed)."""
     encoder_module.check_bundle = clock.wrap(encoder_module.check_bundle, "validate")
     encoder_module.optimize_tables = clock.wrap(encoder_module.optimize_tables, "sort")
-    memo_module.pc = table_encoder_module.pc = TimedHashing(clock)  # type: ignore[assignment]
+    memo_module.pc = dictionary_module.pc = TimedHashing(clock)  # type: ignore[assignment]
     for kernel in ("_insert", "_first_seen", "_recode"):
         setattr(memo_module, kernel, clock.wrap(getattr(memo_module, kernel), "memo lookups"))
+    dictionary_module._spread = clock.wrap(dictionary_module._spread, "hash (pyarrow)")
     plan, build, hash_first = TableEncoder.plan, TableEncoder.build, TableEncoder.hash_first
 
     def timed_hash_first(self: TableEncoder, *args: Any) -> Any:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adaptive_arrow.transform.dictionary import dictionary_encode
 from adaptive_arrow.transform.memo import ArrowMemo, HashMemo, new_memo
 
 TYPES = [pa.string(), pa.large_binary(), pa.binary(8), pa.int64(), pa.uint32(), pa.duration("ns"), pa.float64()]
@@ -133,3 +134,17 @@ def test_dictionary_with_unused_and_reordered_entries(t: pa.DataType) -> None:
         assert hashed.values(hashed.size).equals(plain.values(plain.size))
         plain.commit(plain.size)
         hashed.commit(hashed.size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(BINARY_TYPES), st.lists(st.integers(-40, 6), max_size=300), st.integers(0, 11))
+def test_sparse_dictionary_encode_matches_pyarrow(t: pa.DataType, picks: list[int], offset: int) -> None:
+    """Mostly-null columns hash only their valid values; the result means what pyarrow's does."""
+    array = _array(t, picks).slice(min(offset, len(picks)))
+    got, want = dictionary_encode(array), pc.dictionary_encode(array)
+    assert got.dictionary.equals(want.dictionary)
+    assert got.indices.null_count == want.indices.null_count
+    assert got.indices.is_valid().equals(want.indices.is_valid())
+    valid = want.indices.is_valid().to_numpy(zero_copy_only=False)
+    assert np.array_equal(got.indices.to_numpy(zero_copy_only=False)[valid], want.indices.to_numpy(zero_copy_only=False)[valid])
+    assert got.dictionary_decode().equals(array)

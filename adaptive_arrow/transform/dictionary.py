@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .memo import HashMemo, Memo, new_memo
+from .memo import HashMemo, Memo, jit, new_memo
 
 INDEX_TYPES: tuple[pa.DataType, ...] = (pa.uint8(), pa.uint16(), pa.uint32())
 INDEX_MAX: tuple[int, ...] = (2**8 - 1, 2**16 - 1, 2**32 - 1)
@@ -95,6 +95,31 @@ class DictionaryPlan:
         self.codes = self.memo.encode(self.array)
         self.cardinality = self.memo.size
         self.alone = True
+
+
+@jit
+def _spread(codes: np.ndarray, bitmap: np.ndarray, offset: int, out: np.ndarray) -> None:
+    """out[i] = the next of ``codes`` where bit ``offset + i`` of ``bitmap`` is set (out zeroed)."""
+    j = 0
+    for i in range(out.size):
+        p = offset + i
+        if (bitmap[p >> 3] >> (p & 7)) & 1:
+            out[i] = codes[j]
+            j += 1
+
+
+def dictionary_encode(array: pa.Array) -> pa.DictionaryArray:
+    """``pc.dictionary_encode(array)`` (null slots index 0); a mostly-null column hashes only its
+    valid values, since pyarrow's kernel visits every slot (6x slower at 12 valid in 21,000)."""
+    if 2 * array.null_count <= len(array):
+        return pc.dictionary_encode(array)
+    valid = pc.dictionary_encode(pc.drop_null(array))
+    packed = valid.indices
+    codes = np.frombuffer(packed.buffers()[1], dtype=np.int32)[packed.offset : packed.offset + len(packed)]
+    out = np.zeros(len(array), dtype=np.int32)
+    _spread(codes, np.frombuffer(array.buffers()[0], dtype=np.uint8), array.offset, out)
+    indices = pa.Array.from_buffers(pa.int32(), len(array), [_validity_buffer(array), pa.py_buffer(out)], array.null_count)
+    return pa.DictionaryArray.from_arrays(indices, valid.dictionary, safe=False)
 
 
 def _binary_like(t: pa.DataType) -> bool:

@@ -38,7 +38,8 @@ _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
 
 
-def _compile(fn: Callable[..., Any], **options: Any) -> Any:
+def jit(fn: Callable[..., Any], **options: Any) -> Any:
+    """``numba.njit``, cached on disk when a cache directory is writable (compiled per process otherwise)."""
     try:
         return numba.njit(cache=True, nogil=True, **options)(fn)
     except RuntimeError:  # no writable cache directory: compile per process
@@ -70,7 +71,7 @@ def _store8(typingctx: Any, array: Any, index: Any, value: Any) -> Any:
     return types.void(array, index, types.uint64), codegen
 
 
-@_compile
+@jit
 def _copy(src: np.ndarray, s: int, dst: np.ndarray, d: int, length: int) -> None:
     """dst[d:d + length] = src[s:s + length], 8 bytes per step (slice assignment goes bytewise)."""
     k = 0
@@ -94,10 +95,10 @@ def _word(data: np.ndarray, j: int, end: int) -> np.uint64:
     return w
 
 
-_word = _compile(_word, inline="always")
+_word = jit(_word, inline="always")
 
 
-@_compile
+@jit
 def _hash(data: np.ndarray, start: int, end: int) -> np.uint64:
     """64-bit hash of data[start:end]: one multiply per 8 bytes, splitmix finaliser."""
     h = np.uint64(end - start) * _M1
@@ -112,7 +113,7 @@ def _hash(data: np.ndarray, start: int, end: int) -> np.uint64:
     return h
 
 
-@_compile
+@jit
 def _same(a: np.ndarray, s: int, b: np.ndarray, t: int, length: int) -> bool:
     j = 0
     while j < length:
@@ -122,7 +123,7 @@ def _same(a: np.ndarray, s: int, b: np.ndarray, t: int, length: int) -> bool:
     return True
 
 
-@_compile
+@jit
 def _insert(
     data: np.ndarray,
     offsets: np.ndarray,
@@ -138,8 +139,10 @@ def _insert(
     dict_offsets: np.ndarray,
     size: int,
     out: np.ndarray,
+    positions: np.ndarray,
 ) -> tuple[int, int]:
-    """Look up (inserting when new) values start..start+n-1; their indices go to ``out``.
+    """Look up (inserting when new) values start..start+n-1, or start + positions[i] for each i
+    when ``positions`` is not empty (n = its size); their indices go to ``out``.
 
     ``width`` > 0: fixed-width values of that many bytes; 0: binary-like values delimited by
     ``offsets``. ``bitmap`` (empty: no nulls) is the Arrow validity bitmap, indexed like the
@@ -149,9 +152,10 @@ def _insert(
     """
     mask = np.uint64(table.size - 1)
     check = bitmap.size != 0
+    indirect = positions.size != 0
     distinct = 0
     for i in range(n):
-        p = start + i
+        p = start + (positions[i] if indirect else i)
         if check and not (bitmap[p >> 3] >> (p & 7)) & 1:
             out[i] = 0
             continue
@@ -197,7 +201,7 @@ def _insert(
     return size, distinct
 
 
-@_compile
+@jit
 def _rehash(hashes: np.ndarray, size: int, table: np.ndarray) -> None:
     """Rebuild ``table`` (already filled with _EMPTY) from the first ``size`` entries."""
     mask = np.uint64(table.size - 1)
@@ -208,7 +212,7 @@ def _rehash(hashes: np.ndarray, size: int, table: np.ndarray) -> None:
         table[slot] = idx
 
 
-@_compile
+@jit
 def _drop(hashes: np.ndarray, table: np.ndarray, keep: int, size: int) -> None:
     """Remove entries keep..size-1, newest first (exact undo of their linear-probing inserts)."""
     mask = np.uint64(table.size - 1)
@@ -219,7 +223,7 @@ def _drop(hashes: np.ndarray, table: np.ndarray, keep: int, size: int) -> None:
         table[slot] = _EMPTY
 
 
-@_compile
+@jit
 def _first_seen(codes: np.ndarray, bitmap: np.ndarray, offset: int, ranks: np.ndarray, order: np.ndarray) -> int:
     """Number the dictionary codes a batch uses in order of first appearance: ``ranks[code]`` (-1
     on entry) becomes its number and ``order[number]`` the code. Null slots (``bitmap`` bit clear,
@@ -239,7 +243,7 @@ def _first_seen(codes: np.ndarray, bitmap: np.ndarray, offset: int, ranks: np.nd
     return k
 
 
-@_compile
+@jit
 def _recode(
     codes: np.ndarray, bitmap: np.ndarray, offset: int, ranks: np.ndarray, mapping: np.ndarray, out: np.ndarray
 ) -> None:
@@ -282,6 +286,7 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 _NO_BYTES = np.empty(0, dtype=np.uint8)
+_NO_POSITIONS = np.empty(0, dtype=np.int32)
 
 
 def _is_identity(order: np.ndarray) -> bool:
@@ -393,22 +398,26 @@ class HashMemo:
         ranks = np.full(len(dictionary), -1, dtype=np.int32)
         order = np.empty(len(dictionary), dtype=np.int32)
         used = int(_first_seen(codes, bitmap, indices.offset, ranks, order))
-        if used == len(dictionary) and _is_identity(order):
-            values = dictionary
-        else:
-            values = dictionary.take(pa.Array.from_buffers(pa.int32(), used, [None, pa.py_buffer(order)]))
         if self.size == 0:  # empty memo: these values are the stream's dictionary; hash them later
-            self._arrow, self.size = values, used
+            if used == len(dictionary) and _is_identity(order):
+                self._arrow = dictionary
+            else:
+                self._arrow = dictionary.take(pa.Array.from_buffers(pa.int32(), used, [None, pa.py_buffer(order)]))
+            self.size = used
             mapping = np.arange(used, dtype=np.int32)
-        else:
+        else:  # look the used values up where they are, in first-seen order
             mapping = np.empty(used, dtype=np.int32)
-            self._lookup(values, values.offset, used, used, _NO_BYTES, mapping)
+            self._lookup(dictionary, dictionary.offset, used, used, _NO_BYTES, mapping, order[:used])
         out = np.empty(n, dtype=np.int32)
         _recode(codes, bitmap, indices.offset, ranks, mapping, out)
         return out, used
 
-    def _lookup(self, values: pa.Array, start: int, n: int, valid: int, bitmap: np.ndarray, out: np.ndarray) -> int:
-        """Run the kernel over values[start:start + n] (buffer positions) after making room."""
+    def _lookup(
+        self, values: pa.Array, start: int, n: int, valid: int, bitmap: np.ndarray, out: np.ndarray,
+        positions: np.ndarray = _NO_POSITIONS,
+    ) -> int:
+        """Run the kernel over values[start:start + n] (buffer positions), or over the ``positions``
+        of values[start:] when given, after making room."""
         buffers = values.buffers()
         if self.width:
             data = np.frombuffer(buffers[1], dtype=np.uint8)
@@ -418,7 +427,8 @@ class HashMemo:
         else:
             offsets = np.frombuffer(buffers[1], dtype=self._offset_dtype)
             data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else _NO_BYTES
-            new_bytes = int(offsets[start + n] - offsets[start])
+            end = start + (len(values) - (start - values.offset) if positions.size else n)
+            new_bytes = int(offsets[end] - offsets[start])
             used = int(self._offsets[self.size])
             self._offsets = _grow(self._offsets, self.size + valid + 1)
         self._data = _grow(self._data, used + new_bytes)
@@ -432,7 +442,7 @@ class HashMemo:
             _rehash(self._hashes, self.size, self._table)
         self.size, distinct = _insert(
             data, offsets, start, n, self.width, bitmap, self._table, self._hashes, self._stamps, self._stamp,
-            self._data, self._offsets, self.size, out,
+            self._data, self._offsets, self.size, out, positions,
         )
         return int(distinct)
 
