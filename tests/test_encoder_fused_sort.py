@@ -11,9 +11,17 @@ from hypothesis import strategies as st
 
 import otap_model
 from adaptive_arrow import Decoder, Encoder, EncoderConfig, transport
+from adaptive_arrow.transform import dictionary
 from otap_model import OtapBundle, PayloadType, Signal
 
 P = PayloadType
+
+
+@pytest.fixture(autouse=True, params=[1, dictionary.HASH_FIRST_MIN_ROWS], ids=["every-size", "default-size"])
+def hash_first_min_rows(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run each test with the fused path on for columns of any length (small test tables), and
+    with the encoder's own minimum."""
+    monkeypatch.setattr(dictionary, "HASH_FIRST_MIN_ROWS", request.param)
 
 
 def _unfused(signal: Signal, config: EncoderConfig) -> Encoder:
