@@ -19,6 +19,7 @@ Every phase is the median over ``--repeat`` runs (the first run, which loads num
 dropped); the plain write is the minimum over the same runs. Pinned to core 0, Arrow single-threaded.
 
 Run:  .venv/bin/python -m benchmarks.encoder_phases [--rows 20000] [--batch-size 5000] [--repeat 9] [--sort] [--unary]
+      .venv/bin/python -m benchmarks.encoder_phases --fused-ab   (the fused sort on / off, see ``fused_ab``)
 """
 
 from __future__ import annotations
@@ -151,6 +152,35 @@ def split(counter: dict[tuple[str, str], float]) -> dict[str, float]:
     return dict(by_phase)
 
 
+def fused_ab(rows: int, batch_size: int, seed: int, repeat: int) -> None:
+    """The fused sort's own gain: the sorted encode with ``TableEncoder.hash_first`` on and as a
+    no-op (the sort then hashes its string keys itself and gathers plain strings, the
+    transforms hash the sorted columns again), alternately in one process; CPU time of this
+    thread (``time.thread_time``, so other jobs preempting it do not count), minimum per mode."""
+    hash_first = TableEncoder.hash_first
+
+    def unfused(self: TableEncoder, batch: pa.RecordBatch, sort_keys: Any) -> pa.RecordBatch:
+        return batch
+
+    print(f"### Fused sort on / off (sorted encode, {rows} root records in batches of {batch_size}; "
+          f"min of {repeat} alternating runs, thread CPU ms)\n")
+    print("| signal | fused | unfused | fused / unfused |")
+    print("|---|---|---|---|")
+    for signal in Signal:
+        bundles = list(otap_model.generate(signal, rows, batch_size=batch_size, seed=seed))
+        best = {"fused": float("inf"), "unfused": float("inf")}
+        for _ in range(repeat + 1):
+            for mode in best:
+                TableEncoder.hash_first = hash_first if mode == "fused" else unfused  # type: ignore[method-assign]
+                t0 = time.thread_time()
+                enc = Encoder(signal, EncoderConfig(sort=True))
+                for b in bundles:
+                    enc.encode(b).to_bytes()
+                best[mode] = min(best[mode], time.thread_time() - t0)
+        TableEncoder.hash_first = hash_first  # type: ignore[method-assign]
+        print(f"| {signal.value} | {best['fused'] * 1e3:.2f} | {best['unfused'] * 1e3:.2f} | {best['fused'] / best['unfused']:.3f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=20000)
@@ -159,12 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sort", action="store_true")
     parser.add_argument("--unary", action="store_true", help="a fresh encoder per batch (unary mode)")
+    parser.add_argument("--fused-ab", action="store_true", help="only time the sorted encode with the fused sort on and off")
     args = parser.parse_args(argv)
     if hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {0})
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
+    if args.fused_ab:
+        fused_ab(args.rows, args.batch_size, args.seed, 2 * args.repeat)
+        return 0
     clock = Clock()
     install(clock)
     config = EncoderConfig(sort=args.sort)
