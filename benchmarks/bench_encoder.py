@@ -16,6 +16,7 @@ process, pinned to core 0 (``os.sched_setaffinity``) with Arrow single-threaded.
 for savings only (too small for timing).
 
 Run:  .venv/bin/python -m benchmarks.bench_encoder [--rows 20000] [--batch-size 5000] [--repeat 5]
+      .venv/bin/python benchmarks/bench_encoder.py --cpu-times --repeat 20   (another tree: PYTHONPATH=<tree>)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+import adaptive_arrow
 import otap_model
 from adaptive_arrow import Decoder, Encoder, EncoderConfig
 from otap_model import OtapBundle, PayloadType, Signal, reference_schema
@@ -128,6 +130,28 @@ def throughput(signal: Signal, bundles: list[OtapBundle], repeat: int) -> dict[s
     return out
 
 
+def cpu_times(data: dict[Signal, list[OtapBundle]], repeat: int) -> None:
+    """Thread CPU ms of the whole encode (``Encoder.encode(...).to_bytes()`` over the stream),
+    minimum of ``repeat`` runs per signal and mode: other jobs preempting this one do not count,
+    so trees can be compared across processes on a shared machine (run this file as a script
+    with another tree first on ``PYTHONPATH``; it uses only the public API)."""
+    print(f"### Encode thread CPU time (min of {repeat} runs, ms; {Path(adaptive_arrow.__file__).parents[1]})\n")
+    print("| signal | adaptive | adaptive+sort |")
+    print("|---|---|---|")
+    for signal, bundles in data.items():
+        cells = []
+        for sort in (False, True):
+            best = float("inf")
+            for _ in range(repeat):
+                t0 = time.thread_time()
+                enc = Encoder(signal, EncoderConfig(sort=sort))
+                for b in bundles:
+                    enc.encode(b).to_bytes()
+                best = min(best, time.thread_time() - t0)
+            cells.append(f"{best * 1e3:.2f}")
+        print(f"| {signal.value} | {' | '.join(cells)} |")
+
+
 def samples() -> list[tuple[str, Signal, list[OtapBundle]]]:
     found = []
     for path in sorted((DATA / "otlp-examples").glob("*.json")):
@@ -153,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cpu-times", action="store_true", help="only the encode's thread CPU time (see cpu_times)")
     args = parser.parse_args(argv)
     _pin()
     data = {s: list(otap_model.generate(s, args.rows, batch_size=args.batch_size, seed=args.seed)) for s in Signal}
+    if args.cpu_times:
+        cpu_times(data, args.repeat)
+        return 0
 
     print(f"### Schema savings (generator, default profile, {args.rows} root records in batches of {args.batch_size})\n")
     print("| signal | payload type | reference columns | emitted columns | plain IPC bytes | adaptive IPC bytes | saved |")
