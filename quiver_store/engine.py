@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ META_WAL_LAST = "quiver.wal.last_sequence"
 META_LAYOUT = "quiver.layout"
 META_REASON = "quiver.finalize_reason"
 RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts, seconds
+FINALIZE_POLL = 0.2  # seconds between checks for a failing finalizer while flush/close wait
 APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
 _SCHEMA_CHECK_LIMIT = 4096
 
@@ -604,7 +606,17 @@ class QuiverStore:
         self._committer.commit_buffered(sync=self.config.wal.durability != "none")
         fut: Future = Future()
         self._request_seal(reason, fut)
-        return fut.result()
+        while True:
+            try:
+                return fut.result(timeout=FINALIZE_POLL)
+            except FutureTimeout:
+                # A finalizer that keeps failing (a dead disk) may never reach this request: the
+                # applier waits for room behind the failing segments. Report it instead of hanging.
+                failure = self._finalize_error
+                if failure is not None:
+                    raise QuiverError(
+                        f"finalize failed: {failure!r}; the data stays in memory and in the WAL and is retried"
+                    ) from failure
 
     def flush(self) -> None:
         """Make every ingested bundle part of a durable segment file."""

@@ -261,3 +261,31 @@ def test_crash_between_rotation_and_checkpoint_replays_both_files(tmp_path):
     assert reg2.describe()[0]["gap_set_size"] == 2
     assert reg2._log.generation == 2
     reg2.close()
+
+
+@pytest.mark.parametrize("header", [bytes(24), b"garbage!" + bytes(16), log.encode_header(2)[:14] + bytes(10)])
+def test_new_active_file_whose_header_never_became_durable_is_empty(tmp_path, header):
+    """Power cut after rotation created the new ack.log but before its header was fsynced: the
+    rotated file's records are replayed and the half-created file is discarded, not fatal."""
+    reg = open_registry(tmp_path, [(0, 4)])
+    reg.subscribe("a")
+    for _ in range(2):
+        reg.next_delivery("a", 0).ack()
+    reg._log.commit()
+    reg._log.abandon()
+    os.rename(tmp_path / "ack.log", tmp_path / "ack.log.1")
+    (tmp_path / "ack.log").write_bytes(header)
+    reg2 = open_registry(tmp_path, [(0, 4)])
+    assert reg2.describe()[0]["gap_set_size"] == 2
+    assert reg2._log.generation == 2
+    reg2.close()
+
+
+def test_damaged_active_header_with_records_after_it_is_corruption(tmp_path):
+    path = write_records(tmp_path, SAMPLE)
+    data = bytearray(Path(path).read_bytes())
+    data[3] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match="ack log header is damaged") as err:
+        log.AckLog.open(str(tmp_path))
+    assert err.value.path == path and err.value.offset == 0

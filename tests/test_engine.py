@@ -377,3 +377,29 @@ def test_a_bundle_the_open_segment_rejects_stops_the_store_and_loses_nothing(tmp
         assert again.stats()["halted"] is None
         again.flush()
         assert values(again) == [0, 1, 2, 3]
+
+
+class SegmentDiskDead(FileSystem):
+    """The WAL keeps working; every write under segments/ fails (a full or broken segment volume)."""
+
+    def open(self, path, flags, mode=0o644):
+        if "segments" in path and flags & os.O_CREAT and "next.seq" not in path:
+            raise OSError(5, "injected: segment volume failed")
+        return super().open(path, flags, mode)
+
+
+def test_close_reports_a_finalizer_that_keeps_failing_instead_of_hanging(tmp_path):
+    """With finalize failing on every retry, sealed segments pile up until the applier waits for
+    room; close() must still return (raising), and every bundle comes back after a reopen."""
+    config = StoreConfig(segment=SegmentConfig(target_size=1, max_open_duration=3600.0))
+    store = QuiverStore.open(tmp_path, config, fs=SegmentDiskDead())
+    for i in range(6):
+        store.ingest(simple(i))
+    started = time.monotonic()
+    with pytest.raises(QuiverError, match=r"closed without finalizing.*finalize failed.*segment volume failed"):
+        store.close()
+    assert time.monotonic() - started < 10
+    with QuiverStore.open(tmp_path, config) as store:
+        pass
+    with QuiverStore.open(tmp_path, config) as store:
+        assert values(store) == list(range(6))

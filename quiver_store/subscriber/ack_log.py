@@ -465,7 +465,14 @@ def _log_files(directory: str, fs: FileSystem, *, repair: bool = True) -> list[t
     for name in fs.listdir(directory):
         if name == LOG_NAME or (name.startswith(LOG_NAME + ".") and name[len(LOG_NAME) + 1 :].isdigit()):
             path = os.path.join(directory, name)
-            gen = _read_generation(fs, path)
+            try:
+                gen = _read_generation(fs, path)
+            except CorruptionError:
+                # The active file is created with its header and fsynced before any record goes in:
+                # a damaged header with nothing after it is a creation the power cut short.
+                if name != LOG_NAME or fs.file_size(path) > HEADER_SIZE:
+                    raise
+                gen = None
             if gen is None:
                 if name == LOG_NAME:  # created but its header never reached the disk: empty
                     if repair:

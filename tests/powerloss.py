@@ -1,0 +1,231 @@
+"""A FileSystem that simulates power loss: it remembers what each fsync made durable and, after a
+crash at a chosen operation, builds the directory a machine would find on reboot.
+
+The model follows RocksDB's FaultInjectionTestFS and SQLite's crash VFS: file contents are durable
+up to the last fsync/fdatasync of the file; directory entries (creations, renames, unlinks) only
+after an fsync of their directory. At the crash, each file with unsynced changes keeps either its
+synced content, all of its current content, or a torn mix (the synced bytes with a random prefix
+of the changed range applied, optionally followed by garbage, as a sector written halfway); each
+directory keeps either its synced entries or its current ones. Operation number `crash_at` (counting
+every call that changes or syncs something) and everything after it never happens: it raises
+`PowerLoss`, an OSError, so the store fails the way it fails on a dead disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import threading
+from dataclasses import dataclass, field
+
+from quiver_store.fs import FileSystem
+
+
+class PowerLoss(OSError):
+    def __init__(self) -> None:
+        super().__init__(errno.EIO, "simulated power loss")
+
+
+@dataclass
+class _Inode:
+    current_path: str  # where its bytes live on the real disk now (moves with renames)
+    durable: bytes = b""  # content as of the last fsync / fdatasync
+    synced_once: bool = False
+
+
+@dataclass
+class _State:
+    names: dict[str, int] = field(default_factory=dict)  # path -> inode, as the running process sees it
+    durable_names: dict[str, dict[str, int]] = field(default_factory=dict)  # dir -> {name: inode} at its last fsync
+    dirs: set[str] = field(default_factory=set)
+
+
+class PowerLossFS(FileSystem):
+    def __init__(self, root: str, crash_at: int | None = None) -> None:
+        self.root = os.path.abspath(root)
+        self.crash_at = crash_at
+        self.ops = 0
+        self.crashed = False
+        self._lock = threading.RLock()
+        self._inodes: list[_Inode] = []
+        self._fds: dict[int, int] = {}
+        self._state = _State()
+        self._adopt_existing()
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def _adopt_existing(self) -> None:
+        """Everything already on disk under root is durable (it survived an earlier reboot)."""
+        os.makedirs(self.root, exist_ok=True)
+        for directory, _subdirs, files in os.walk(self.root):
+            self._state.dirs.add(directory)
+            entries = self._state.durable_names.setdefault(directory, {})
+            for name in files:
+                path = os.path.join(directory, name)
+                with open(path, "rb") as f:
+                    ino = self._new_inode(path, f.read())
+                self._state.names[path] = ino
+                entries[name] = ino
+
+    def _new_inode(self, path: str, durable: bytes = b"") -> int:
+        self._inodes.append(_Inode(path, durable, synced_once=bool(durable)))
+        return len(self._inodes) - 1
+
+    def _step(self) -> None:
+        """Count one operation that changes or syncs state; fail it and all later ones after the crash."""
+        with self._lock:
+            if self.crashed:
+                raise PowerLoss()
+            if self.crash_at is not None and self.ops >= self.crash_at:
+                self.crashed = True
+                raise PowerLoss()
+            self.ops += 1
+
+    # -- files -------------------------------------------------------------------------------
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        path = os.path.abspath(path)
+        mutating = bool(flags & (os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR))
+        if mutating:
+            self._step()
+        with self._lock:
+            fd = super().open(path, flags, mode)
+            ino = self._state.names.get(path)
+            if ino is None:
+                ino = self._new_inode(path)
+                self._state.names[path] = ino
+            self._fds[fd] = ino
+            return fd
+
+    def close(self, fd: int) -> None:
+        with self._lock:
+            self._fds.pop(fd, None)
+        super().close(fd)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        self._step()
+        return super().write(fd, data)
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+        self._step()
+        return super().pwrite(fd, data, offset)
+
+    def pwritev(self, fd: int, buffers: list, offset: int, nbytes: int | None = None) -> int:
+        self._step()
+        return super().pwritev(fd, buffers, offset, nbytes)
+
+    def truncate(self, fd: int, length: int) -> None:
+        self._step()
+        super().truncate(fd, length)
+
+    def fallocate(self, fd: int, offset: int, length: int) -> None:
+        self._step()
+        super().fallocate(fd, offset, length)
+
+    def punch_hole(self, fd: int, offset: int, length: int) -> None:
+        self._step()
+        super().punch_hole(fd, offset, length)
+
+    def fdatasync(self, fd: int) -> None:
+        self._step()
+        super().fdatasync(fd)
+        self._capture(fd)
+
+    def fsync(self, fd: int) -> None:
+        self._step()
+        super().fsync(fd)
+        self._capture(fd)
+
+    def _capture(self, fd: int) -> None:
+        with self._lock:
+            inode = self._inodes[self._fds[fd]]
+            with open(f"/proc/self/fd/{fd}", "rb") as f:  # the fd may be write-only
+                inode.durable = f.read()
+            inode.synced_once = True
+
+    # -- directories -------------------------------------------------------------------------
+    def fsync_dir(self, path: str) -> None:
+        self._step()
+        super().fsync_dir(path)
+        path = os.path.abspath(path)
+        with self._lock:
+            self._state.durable_names[path] = {
+                os.path.basename(p): ino for p, ino in self._state.names.items() if os.path.dirname(p) == path
+            }
+
+    def rename(self, src: str, dst: str) -> None:
+        self._step()
+        src, dst = os.path.abspath(src), os.path.abspath(dst)
+        with self._lock:
+            super().rename(src, dst)
+            ino = self._state.names.pop(src)
+            self._state.names[dst] = ino
+            self._inodes[ino].current_path = dst
+
+    def unlink(self, path: str) -> None:
+        self._step()
+        path = os.path.abspath(path)
+        with self._lock:
+            super().unlink(path)
+            self._state.names.pop(path, None)
+
+    def makedirs(self, path: str) -> None:
+        self._step()
+        path = os.path.abspath(path)
+        with self._lock:
+            super().makedirs(path)
+            while path.startswith(self.root) and path not in self._state.dirs:
+                self._state.dirs.add(path)  # directories are taken as durable once created
+                self._state.durable_names.setdefault(path, {})
+                path = os.path.dirname(path)
+
+    # -- the reboot --------------------------------------------------------------------------
+    def durable_image(self, target: str, rng: random.Random, torn: bool = True) -> dict[str, str]:
+        """Write the directory tree a reboot would find into `target`; return, per file written,
+        which fate its unsynced changes met (for failure messages)."""
+        fates: dict[str, str] = {}
+        with self._lock:
+            current_by_dir: dict[str, dict[str, int]] = {}
+            for p, ino in self._state.names.items():
+                current_by_dir.setdefault(os.path.dirname(p), {})[os.path.basename(p)] = ino
+            contents: dict[int, bytes] = {}
+            for directory in sorted(self._state.dirs):
+                durable = self._state.durable_names.get(directory, {})
+                current = current_by_dir.get(directory, {})
+                entries = durable if not torn or durable == current or rng.random() < 0.5 else current
+                out_dir = os.path.join(target, os.path.relpath(directory, self.root))
+                os.makedirs(out_dir, exist_ok=True)
+                for name, ino in entries.items():
+                    if ino not in contents:
+                        contents[ino], fate = self._survivor(ino, rng, torn)
+                        fates[os.path.relpath(os.path.join(directory, name), self.root)] = fate
+                    with open(os.path.join(out_dir, name), "wb") as f:
+                        f.write(contents[ino])
+        return fates
+
+    def _survivor(self, ino: int, rng: random.Random, torn: bool) -> tuple[bytes, str]:
+        inode = self._inodes[ino]
+        try:
+            with open(inode.current_path, "rb") as f:
+                current = f.read()
+        except FileNotFoundError:  # unlinked since: only its synced bytes remain reachable
+            current = inode.durable
+        durable = inode.durable
+        if current == durable:
+            return durable, "synced"
+        if not torn:
+            return durable, "unsynced changes dropped"
+        first_diff = next((i for i, (a, b) in enumerate(zip(durable, current)) if a != b), min(len(durable), len(current)))
+        choice = rng.random()
+        if choice < 0.3:
+            return durable, "unsynced changes dropped"
+        if choice < 0.5:
+            return current, "unsynced changes all landed"
+        cut = first_diff + rng.randrange(max(1, len(current) - first_diff + 1))
+        mixed = current[:cut] + durable[cut:]
+        if choice < 0.8:
+            return mixed, f"torn at byte {cut}"
+        room = len(current) - cut  # a half-written sector holds garbage only where the write went
+        if room <= 0:
+            return mixed, f"torn at byte {cut}"
+        garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, min(64, room) + 1)))
+        return mixed[:cut] + garbage + mixed[cut + len(garbage):], f"torn at byte {cut} with {len(garbage)} garbage bytes"
