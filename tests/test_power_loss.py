@@ -122,3 +122,25 @@ def test_power_loss_torture(tmp_path, seed):
     total = workload_ops(tmp_path)
     for crash_at in range(total + 1):
         check_reboot(tmp_path, crash_at, seed=seed * 100_000 + crash_at)
+
+
+@pytest.mark.parametrize("header", [b"QUIV\x8e\x01garbage!", b"QUIVER\x00W" + bytes(7) + b"\xff" * 13, bytes(30)])
+@pytest.mark.parametrize("zero_tail", [0, 4096])
+def test_new_active_wal_whose_header_the_power_cut_short_is_recreated(tmp_path, header, zero_tail):
+    """Rotation renamed the active file and created a new one, whose header (and pre-extended
+    zeros) never became durable: nothing acknowledged can be in it, so it is recreated and the
+    rotated chunk's bundles replay. The same bytes followed by anything but zeros stay corruption."""
+    from quiver_store.wal.rotation import chunk_name
+
+    store = QuiverStore.open(tmp_path, CONFIG)
+    for i in range(3):
+        store.ingest(bundle(i))
+    store._abandon()
+    wal = tmp_path / "wal"
+    (wal / "quiver.wal").rename(wal / chunk_name(0))
+    (wal / "quiver.wal").write_bytes(header + bytes(zero_tail))
+    assert [b.slots[30]["v"][0].as_py() for b in recovered(str(tmp_path))] == [0, 1, 2]
+    if len(header) >= 30 and header != bytes(30):
+        (wal / "quiver.wal").write_bytes(header + b"\x01" + bytes(zero_tail))
+        with pytest.raises(QuiverError):
+            QuiverStore.open(tmp_path, CONFIG)

@@ -89,6 +89,15 @@ def _check_header(data: bytes, path: str, cfg_hash: bytes) -> None:
         )
 
 
+def _creation_cut_short(data: bytes, cfg_hash: bytes) -> bool:
+    """The active file holds no complete header and nothing but zeros after it: the power went out
+    between its creation and the fdatasync of its header (which precedes every append), so it
+    cannot hold an acknowledged entry. A torn write may leave garbage in the header bytes."""
+    if len(data) >= HEADER_LEN and data[:HEADER_LEN] == encode_header(cfg_hash):
+        return False
+    return len(data) < HEADER_LEN or not any(memoryview(data)[HEADER_LEN:])
+
+
 def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, covered_sequence: int) -> RecoveryPlan:
     """Scan the WAL from the sidecar point; decide (without changing anything) what recovery does."""
     point, problem = sidecar.read(fs, wal_dir)
@@ -109,7 +118,7 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
-        if len(data) < HEADER_LEN and path == active_path and encode_header(cfg_hash).startswith(bytes(data).rstrip(b"\0")):
+        if path == active_path and _creation_cut_short(data, cfg_hash):
             plan.actions.append(Action("recreate", path, reason="active WAL file was cut while being created"))
             continue
         _check_header(data, path, cfg_hash)
