@@ -96,8 +96,10 @@ class Encoder:
         def hash_first(pt: PayloadType, batch: pa.RecordBatch) -> pa.RecordBatch:
             if batch.num_rows == 0 or pt not in tables:
                 return batch
-            plain[pt] = batch
-            return tables[pt].hash_first(batch, orders[pt])
+            prepared = tables[pt].hash_first(batch, orders[pt])
+            if prepared is not batch:
+                plain[pt] = batch
+            return prepared
 
         optimized = optimize_tables(bundle, orders, hash_first)
         return {pt: (s.table, _plain_sorted(plain[pt], s.rows) if pt in plain else None) for pt, s in optimized.items()}

@@ -18,6 +18,7 @@ from otap_model import PayloadType
 
 from .events import Event, EventKind
 from .signature import schema_signature
+from .transform import dictionary
 from .transform.dictionary import DictionaryPlan, RepetitionRule, dictionary_encode
 from .transform.node import Kind, TransformNode, build_tree
 
@@ -127,6 +128,8 @@ class TableEncoder:
         batch dictionaries and gathers only their indices; ``plan`` maps only the dictionaries'
         values through the stream dictionaries. ``plan`` needs the plain sorted column only when
         such a column goes plain (its ``plain`` callback)."""
+        if batch.num_rows < dictionary.HASH_FIRST_MIN_ROWS:  # no column is long enough
+            return batch
         columns: list[pa.Array] | None = None
         for i, node in enumerate(self.roots):
             column = batch.column(i)
