@@ -115,6 +115,61 @@ def test_power_loss_at_every_operation_loses_no_acknowledged_bundle(tmp_path):
     assert crashed >= total * 0.9  # background timing moves a few operations between runs
 
 
+def run_subscribed_workload(path: str, fs: PowerLossFS) -> tuple[list[int], list[int], list[int]]:
+    """Ingest bundles while a subscriber takes each delivered bundle and acks it; return the
+    acknowledged ingests, the bundles whose ack() returned True (durable in the ack log), and the
+    bundle whose ack() was cut short by the crash, if any (its outcome is unknown, as a commit's
+    whose fsync failed: it may or may not come back)."""
+    ingested: list[int] = []
+    acked: list[int] = []
+    attempted: list[int] = []
+    try:
+        store = QuiverStore.open(path, CONFIG, fs=fs)
+        subscription = store.subscribe("exporter")
+    except (OSError, QuiverError):
+        return ingested, acked, attempted
+    try:
+        for i in range(BUNDLES):
+            store.ingest(bundle(i))
+            ingested.append(i)
+            while (delivery := subscription.next(timeout=0.0 if i < BUNDLES - 1 else 0.05)) is not None:
+                value = delivery.bundle.slots[30]["v"][0].as_py()
+                attempted[:] = [value]
+                if delivery.ack():
+                    acked.append(value)
+                attempted.clear()
+        store.close()
+    except (OSError, QuiverError):
+        store._abandon()
+    return ingested, acked, attempted
+
+
+def test_power_loss_redelivers_exactly_the_unacknowledged_bundles(tmp_path):
+    """After every crash point: an acked bundle (ack() returned) is never delivered again, and every
+    acknowledged ingest that was not acked is delivered (at-least-once, no gaps)."""
+    count_fs = PowerLossFS(str(tmp_path / "count"))
+    ingested, acked, _ = run_subscribed_workload(str(tmp_path / "count"), count_fs)
+    assert ingested == list(range(BUNDLES)) and len(acked) >= 3, acked
+    for crash_at in range(count_fs.ops + 1):
+        live, image = tmp_path / f"live-{crash_at}", tmp_path / f"image-{crash_at}"
+        fs = PowerLossFS(str(live), crash_at=crash_at)
+        ingested, acked, attempted = run_subscribed_workload(str(live), fs)
+        fates = fs.durable_image(str(image), random.Random(crash_at))
+        context = f"crash at op {crash_at}: ingested {ingested}, acked {acked}, ack cut short {attempted}, files {fates}"
+        with QuiverStore.open(image, CONFIG) as store:
+            subscription = store.subscribe("exporter")
+            store.flush()
+            redelivered = []
+            while (delivery := subscription.next(timeout=0.05)) is not None:
+                redelivered.append(delivery.bundle.slots[30]["v"][0].as_py())
+                delivery.ack()
+        assert not set(acked) & set(redelivered), f"acked bundles delivered again: {context}, redelivered {redelivered}"
+        missing = set(ingested) - set(acked) - set(attempted) - set(redelivered)
+        assert not missing, f"unacked bundles {sorted(missing)} never delivered: {context}, redelivered {redelivered}"
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.rmtree(image, ignore_errors=True)
+
+
 @pytest.mark.torture
 @pytest.mark.parametrize("seed", range(20))
 def test_power_loss_torture(tmp_path, seed):
