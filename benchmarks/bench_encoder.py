@@ -17,12 +17,14 @@ for savings only (too small for timing).
 
 Run:  .venv/bin/python -m benchmarks.bench_encoder [--rows 20000] [--batch-size 5000] [--repeat 5]
       .venv/bin/python benchmarks/bench_encoder.py --cpu-times --repeat 20   (another tree: PYTHONPATH=<tree>)
+      .venv/bin/python benchmarks/bench_encoder.py --digest                  (byte identity across trees)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import os
 import time
@@ -152,6 +154,29 @@ def cpu_times(data: dict[Signal, list[OtapBundle]], repeat: int) -> None:
         print(f"| {signal.value} | {' | '.join(cells)} |")
 
 
+def digest() -> None:
+    """sha256 of every envelope (``Encoder.encode(b).to_bytes()``) over generated streams: each
+    signal and profile, batch sizes 5000 / 300 / 37, sorted and unsorted, stream and unary mode.
+    Two trees emit the same bytes when their lines match (public API only, see ``cpu_times``)."""
+    total = hashlib.sha256()
+    for signal in Signal:
+        profiles = ["default", "high-cardinality", "sparse"] + (["multivariate"] if signal is Signal.METRICS else [])
+        for profile in profiles:
+            for batch_size, count in ((5000, 20000), (300, 1500), (37, 370)):
+                bundles = list(otap_model.generate(signal, count, batch_size=batch_size, seed=1, profile=profile))
+                for sort in (False, True):
+                    for unary in (False, True):
+                        h = hashlib.sha256()
+                        enc = Encoder(signal, EncoderConfig(sort=sort))
+                        for b in bundles:
+                            if unary:
+                                enc = Encoder(signal, EncoderConfig(sort=sort))
+                            h.update(enc.encode(b).to_bytes())
+                        total.update(h.digest())
+                        print(f"{signal.value} {profile} batch={batch_size} sort={sort} unary={unary} {h.hexdigest()[:16]}")
+    print(f"all {total.hexdigest()}")
+
+
 def samples() -> list[tuple[str, Signal, list[OtapBundle]]]:
     found = []
     for path in sorted((DATA / "otlp-examples").glob("*.json")):
@@ -178,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cpu-times", action="store_true", help="only the encode's thread CPU time (see cpu_times)")
+    parser.add_argument("--digest", action="store_true", help="only sha256 digests of the envelopes (see digest)")
     args = parser.parse_args(argv)
+    if args.digest:
+        digest()
+        return 0
     _pin()
     data = {s: list(otap_model.generate(s, args.rows, batch_size=args.batch_size, seed=args.seed)) for s in Signal}
     if args.cpu_times:
