@@ -183,7 +183,7 @@ class QuiverStore:
         try:
             self._recover()
         except BaseException:
-            self._release_lock()
+            self._abort_open()
             raise
         # -- subscribers, ack log, retention (quiver_store/subscriber/hub.py) --
         try:
@@ -206,9 +206,25 @@ class QuiverStore:
                 f"store {self.path} is already open by another writer (lock file {lock_path}); "
                 "a store has a single writer: close the other QuiverStore or process first"
             ) from None
-        self.fs.truncate(fd, 0)
-        self.fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            self.fs.truncate(fd, 0)
+            self.fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            self.fs.unlock(fd)
+            self.fs.close(fd)
+            raise
         self._lock_fd = fd
+
+    def _abort_open(self) -> None:
+        """Undo a failed open: stop what recovery started and release the lock, so the same
+        process can open the store again once the cause is fixed."""
+        if getattr(self, "_finalizer", None) is not None:
+            self._shutdown()  # joins the threads, closes the WAL, releases the lock
+            return
+        wal = getattr(self, "_wal", None)
+        if wal is not None:
+            wal.close()
+        self._release_lock()
 
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
@@ -232,6 +248,8 @@ class QuiverStore:
         highest = max(self._segment_sizes, default=-1)
         self._next_segment_seq = max(floor.next_segment, highest + 1)
         self._floor_written = floor.next_segment
+        self._floor_covered = floor.wal_covered
+        self._floor_lock = threading.Lock()  # the finalizer and retention both write the floor
         covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, self.segments_dir, self._segment_info))
         self._wal_covered = covered
         # WAL: plan, act, then build the writer over what is left.
@@ -567,8 +585,7 @@ class QuiverStore:
         assert sealed.segment is not None
         seq = self._next_segment_seq
         if self._floor_written <= seq:
-            seq_floor.write(self.fs, self.segments_dir, seq_floor.SequenceFloor(seq + 1, self._wal_covered + 1))
-            self._floor_written = seq + 1
+            self._write_floor(seq + 1, self._wal_covered + 1)
         metadata = {
             META_WAL_FIRST: str(sealed.first_sequence),
             META_WAL_LAST: str(sealed.last_sequence),
@@ -725,6 +742,10 @@ class QuiverStore:
         """Unlink a segment file and fsync the directory; returns the bytes freed."""
         if seq not in self._segment_sizes:
             raise QuiverError(f"store {self.path}: no segment {seq} to delete")
+        if self._floor_covered <= self._wal_covered:
+            # The WAL may still hold this segment's entries (truncation failed or has not run yet):
+            # once the file is gone, only the floor keeps a reopen from replaying them as new data.
+            self._write_floor(self._floor_written, self._wal_covered + 1)
         path = segment_path(self.segments_dir, seq)
         size = self._segment_sizes.pop(seq)
         self._segment_infos.pop(seq, None)
@@ -733,6 +754,15 @@ class QuiverStore:
         self.stats_counters["segments_deleted"] += 1
         log.info("deleted segment %d (%d bytes): %s", seq, size, reason)
         return size
+
+    def _write_floor(self, next_segment: int, wal_covered: int) -> None:
+        """Durably record that segment numbers below `next_segment` are taken and WAL entries below
+        `wal_covered` are in durable segments (never lowering either)."""
+        with self._floor_lock:
+            next_segment = max(next_segment, self._floor_written)
+            wal_covered = max(wal_covered, self._floor_covered)
+            seq_floor.write(self.fs, self.segments_dir, seq_floor.SequenceFloor(next_segment, wal_covered))
+            self._floor_written, self._floor_covered = next_segment, wal_covered
 
     def disk_usage(self) -> int:
         """Bytes of WAL (live), segment files and ack log files of this store."""

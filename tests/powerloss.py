@@ -16,10 +16,13 @@ from __future__ import annotations
 import errno
 import os
 import random
+import sys
 import threading
 from dataclasses import dataclass, field
 
 from quiver_store.fs import FileSystem
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class PowerLoss(OSError):
@@ -42,9 +45,11 @@ class _State:
 
 
 class PowerLossFS(FileSystem):
-    def __init__(self, root: str, crash_at: int | None = None) -> None:
+    def __init__(self, root: str, crash_at: int | None = None, skip_sync_site: str | None = None) -> None:
         self.root = os.path.abspath(root)
         self.crash_at = crash_at
+        self.skip_sync_site = skip_sync_site  # "module.py:line" whose syncs make nothing durable
+        self.sync_sites: set[str] = set()
         self.ops = 0
         self.crashed = False
         self._lock = threading.RLock()
@@ -128,12 +133,24 @@ class PowerLossFS(FileSystem):
     def fdatasync(self, fd: int) -> None:
         self._step()
         super().fdatasync(fd)
-        self._capture(fd)
+        if self._sync_counts():
+            self._capture(fd)
 
     def fsync(self, fd: int) -> None:
         self._step()
         super().fsync(fd)
-        self._capture(fd)
+        if self._sync_counts():
+            self._capture(fd)
+
+    def _sync_counts(self) -> bool:
+        """Record the store's call site of this sync; False when it is the one being left out."""
+        frame = sys._getframe(2)
+        while frame.f_code.co_filename.endswith(("powerloss.py", os.path.join("quiver_store", "fs.py"))):
+            frame = frame.f_back  # type: ignore[assignment]
+        site = f"{os.path.relpath(frame.f_code.co_filename, _REPO)}:{frame.f_lineno}"
+        with self._lock:
+            self.sync_sites.add(site)
+        return site != self.skip_sync_site
 
     def _capture(self, fd: int) -> None:
         with self._lock:
@@ -146,6 +163,8 @@ class PowerLossFS(FileSystem):
     def fsync_dir(self, path: str) -> None:
         self._step()
         super().fsync_dir(path)
+        if not self._sync_counts():
+            return
         path = os.path.abspath(path)
         with self._lock:
             self._state.durable_names[path] = {
@@ -229,3 +248,45 @@ class PowerLossFS(FileSystem):
             return mixed, f"torn at byte {cut}"
         garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, min(64, room) + 1)))
         return mixed[:cut] + garbage + mixed[cut + len(garbage):], f"torn at byte {cut} with {len(garbage)} garbage bytes"
+
+
+class IoErrorFS(FileSystem):
+    """Fails operation number `fail_at` (counting calls that change or sync something) with
+    `code` (EIO, ENOSPC), once or, with `persistent`, that one and every later one; the process
+    keeps running, unlike PowerLossFS."""
+
+    def __init__(self, fail_at: int | None, code: int, persistent: bool = False) -> None:
+        self.fail_at, self.code, self.persistent = fail_at, code, persistent
+        self.ops = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    def _step(self) -> None:
+        with self._lock:
+            index = self.ops
+            self.ops += 1
+            if self.fail_at is None or index < self.fail_at or (index > self.fail_at and not self.persistent):
+                return
+            self.failed += 1
+        raise OSError(self.code, f"injected {errno.errorcode[self.code]} at operation {index}")
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        if flags & (os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR):
+            self._step()
+        return super().open(path, flags, mode)
+
+
+def _failing(name: str):
+    """An IoErrorFS method: count the operation (maybe failing it), then do it."""
+
+    def method(self: IoErrorFS, *args, **kwargs):
+        self._step()
+        return getattr(FileSystem, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("write", "pwrite", "pwritev", "truncate", "fallocate", "punch_hole", "fdatasync", "fsync", "fsync_dir",
+              "rename", "unlink", "makedirs"):
+    setattr(IoErrorFS, _name, _failing(_name))

@@ -199,3 +199,47 @@ def test_new_active_wal_whose_header_the_power_cut_short_is_recreated(tmp_path, 
         (wal / "quiver.wal").write_bytes(header + b"\x01" + bytes(zero_tail))
         with pytest.raises(QuiverError):
             QuiverStore.open(tmp_path, CONFIG)
+
+
+def sweep_fails(root, skip_sync_site: str, seeds: int = 2) -> str | None:
+    """The first failure of the crash sweep with one sync call site left out, or None."""
+    for seed in range(seeds):
+        for crash_at in range(workload_ops(root) + 1):
+            live, image = root / f"m-live-{crash_at}", root / f"m-image-{crash_at}"
+            fs = PowerLossFS(str(live), crash_at=crash_at, skip_sync_site=skip_sync_site)
+            ingested, acked, attempted = run_subscribed_workload(str(live), fs)
+            fs.durable_image(str(image), random.Random(seed * 1000 + crash_at))
+            try:
+                with QuiverStore.open(image, CONFIG) as store:
+                    subscription = store.subscribe("exporter")
+                    store.flush()
+                    got = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
+                    redelivered = []
+                    while (delivery := subscription.next(timeout=0.02)) is not None:
+                        redelivered.append(delivery.bundle.slots[30]["v"][0].as_py())
+                        delivery.ack()
+            except Exception as exc:  # a store that no longer opens is a failure the sweep found
+                return f"crash at op {crash_at}: {exc!r}"
+            finally:
+                shutil.rmtree(live, ignore_errors=True)
+            shutil.rmtree(image, ignore_errors=True)
+            if not set(ingested) <= set(got):
+                return f"crash at op {crash_at}: acknowledged {sorted(set(ingested) - set(got))} lost"
+            if set(acked) & set(redelivered) or set(ingested) - set(acked) - set(attempted) - set(redelivered):
+                return f"crash at op {crash_at}: acked {acked}, redelivered {redelivered}"
+    return None
+
+
+@pytest.mark.torture
+def test_every_fsync_is_needed(tmp_path):
+    """Leave out the syncs of one call site at a time: the power-loss sweep must then fail, so
+    every fsync, fdatasync and directory fsync in the store carries a durability promise."""
+    fs = PowerLossFS(str(tmp_path / "sites"))
+    run_subscribed_workload(str(tmp_path / "sites"), fs)
+    survived = {}
+    for site in sorted(fs.sync_sites):
+        failure = sweep_fails(tmp_path, site)
+        print(f"{site}: {failure or 'NO FAILURE'}")
+        if failure is None:
+            survived[site] = "the sweep passed without it"
+    assert not survived, survived

@@ -93,7 +93,7 @@ class _IpcSink:
 
     def flush(self) -> None:
         if self.pending:
-            self.out.write(self.pending)
+            self.out.write(memoryview(self.pending))
             self.pending = bytearray()
 
     def close(self) -> None:

@@ -358,6 +358,7 @@ class AckLog:
             old_gen = self.generation
             rotated = os.path.join(self.directory, f"{LOG_NAME}.{old_gen}")
             self.fs.close(self._fd)
+            self._fd = -1  # until the new file exists: a failure here must not leave a stale fd behind
             self.fs.rename(self.path, rotated)
             self._fd = _create(self.fs, self.directory, old_gen + 1)
             self.generation = old_gen + 1
@@ -385,7 +386,8 @@ class AckLog:
             self._buf.clear()
             self._closed = True
             self._cond.notify_all()
-        self.fs.close(self._fd)
+        if self._fd >= 0:
+            self.fs.close(self._fd)
 
     def close(self) -> None:
         """Flush and fdatasync every buffered record (acks are never lost on a clean close)."""
@@ -397,7 +399,8 @@ class AckLog:
                 self.fs.fdatasync(self._fd)
         with self._lock:
             self._closed = True
-        self.fs.close(self._fd)
+        if self._fd >= 0:
+            self.fs.close(self._fd)
 
 
 def checkpoint_position(payload: bytes, path: str) -> tuple[int, int]:

@@ -119,7 +119,9 @@ class GroupCommitter:
             if self._failed is not None:
                 raise QuiverError(f"the WAL stopped accepting writes after an I/O failure ({self._failed})")
             if self._queue or sync:
-                self._lead(sync=sync)
+                error = self._lead(sync=sync)
+                if error is not None:  # nobody else waits on a bare sync: its failure is the caller's
+                    raise QuiverError(f"WAL commit failed: {error}") from error
 
     def _wait(self) -> None:
         self._waiters += 1
@@ -131,8 +133,9 @@ class GroupCommitter:
     def has_buffered(self) -> bool:
         return bool(self._queue)
 
-    def _lead(self, sync: bool) -> None:
-        """Called holding the condition's lock; drops it around the I/O."""
+    def _lead(self, sync: bool) -> BaseException | None:
+        """Called holding the condition's lock; drops it around the I/O. Returns the I/O error, if any
+        (the batch's requests carry it too)."""
         self._leader = True
         if sync:  # let producers that are serializing right now join this group (bounded wait)
             deadline = time.monotonic() + GATHER_WAIT
@@ -188,3 +191,4 @@ class GroupCommitter:
                     self._queue = []
             if self._waiters:
                 self._cond.notify_all()
+        return error

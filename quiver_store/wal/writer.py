@@ -11,6 +11,7 @@ entry (`size` is the end of the log, `file_end` the end of the file; preallocato
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,8 @@ from . import sidecar
 from .format import HEADER_LEN, encode_header
 from .preallocator import Preallocator
 from .rotation import ACTIVE, chunk_name
+
+log = logging.getLogger("quiver_store.wal")
 
 RECLAIM_THRESHOLD = 1 << 20  # punch / rewrite only once this many bytes are reclaimable
 
@@ -42,7 +45,9 @@ def probe_punch_hole(fs: FileSystem, wal_dir: str) -> bool:
         fs.write(fd, b"\1" * 16384)
         fs.punch_hole(fd, 4096, 8192)
         return fs.pread(fd, 8192, 4096) == b"\0" * 8192
-    except OSError:
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS):
+            log.warning("WAL hole-punch probe failed (%s): reclaiming the WAL prefix by rewriting instead", exc)
         return False
     finally:
         fs.close(fd)
