@@ -201,6 +201,7 @@ class PowerLossFS(FileSystem):
     def durable_image(self, target: str, rng: random.Random, torn: bool = True) -> dict[str, str]:
         """Write the directory tree a reboot would find into `target`; return, per file written,
         which fate its unsynced changes met (for failure messages)."""
+        os.makedirs(target)  # must not exist: stale files would pass for survivors
         fates: dict[str, str] = {}
         with self._lock:
             current_by_dir: dict[str, dict[str, int]] = {}

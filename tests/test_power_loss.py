@@ -222,7 +222,7 @@ def sweep_fails(root, skip_sync_site: str, seeds: int = 2) -> str | None:
                 return f"crash at op {crash_at}: {exc!r}"
             finally:
                 shutil.rmtree(live, ignore_errors=True)
-            shutil.rmtree(image, ignore_errors=True)
+                shutil.rmtree(image, ignore_errors=True)
             if not set(ingested) <= set(got):
                 return f"crash at op {crash_at}: acknowledged {sorted(set(ingested) - set(got))} lost"
             if set(acked) & set(redelivered) or set(ingested) - set(acked) - set(attempted) - set(redelivered):
