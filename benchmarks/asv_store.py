@@ -44,6 +44,26 @@ class Ingest:
             t.join()
 
 
+class SingleProducerPreallocate:
+    """400 bundles from one producer with the WAL's zero tail off (appends) and on (the default)."""
+
+    params = [0, 1 << 20]
+    param_names = ["wal_preallocate"]
+
+    def setup(self, preallocate: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asv-quiver-")
+        self.store = QuiverStore.open(self.dir, store_config(preallocate=preallocate))
+        self.store._wal.extend_tail()  # start with the tail in place, not racing the first ingests
+
+    def teardown(self, preallocate: int) -> None:
+        self.store._abandon()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_single_producer(self, preallocate: int) -> None:
+        for b in _BUNDLES:
+            self.store.ingest(b)
+
+
 class Replay:
     """Open a store whose WAL holds 2,000 unfinalized bundles (about 20 MiB)."""
 
