@@ -52,6 +52,7 @@ META_REASON = "quiver.finalize_reason"
 RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts, seconds
 FINALIZE_POLL = 0.2  # seconds between checks for a failing finalizer while flush/close wait
 APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
+APPLY_BATCH = 4  # committed entries that make the next fdatasync wake a busy applier
 _SCHEMA_CHECK_LIMIT = 4096
 
 
@@ -416,8 +417,13 @@ class QuiverStore:
                 self._apply_cv.notify()
 
     def _wake_applier(self) -> None:
-        """Group-commit hook, run right before an fdatasync: apply earlier entries while it waits."""
-        if self._inbox:
+        """Group-commit hook, run right before an fdatasync: apply earlier entries while it waits.
+
+        Waking a waiting thread costs the producer about 10 us of CPU on the project's VM (a futex
+        wake), so a busy applier is woken once APPLY_BATCH entries wait (four entries take it about
+        60 us, less than the fdatasync); fewer are picked up by the next such wake-up or by its
+        APPLY_LINGER timeout. An idle applier is woken at once by `_on_commit`."""
+        if len(self._inbox) >= APPLY_BATCH:
             with self._cv:
                 self._apply_cv.notify()
 
