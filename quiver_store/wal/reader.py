@@ -124,7 +124,8 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
             yield found
             pos += found.size
             continue
-        if _all_zero(data, pos, end):
+        stop = data_end(data, pos)  # searched backwards from the end: cheap when data follows
+        if stop == pos:
             yield Damage("torn", pos, end - pos, ZERO_TAIL, None)
             return
         hint = None
@@ -133,7 +134,6 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
             hint = pos + FRAME_OVERHEAD + length
         nxt = find_next_frame(data, pos, hint)
         if nxt is None:
-            stop = data_end(data, pos)
             if found == CRC_MISMATCH:
                 stored, frame_end = _stored_crc(data, pos)
                 if stored != 0:
