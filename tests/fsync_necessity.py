@@ -1,0 +1,75 @@
+"""Which fsyncs carry a durability promise: the power-loss sweep of tests/test_power_loss.py run
+once per sync call site of the store, with that site's syncs making nothing durable. A site whose
+removal the sweep notices is needed; the others are listed with the sweep's verdict so each can be
+explained (docs/reliability.md) or removed.
+
+Run:  .venv/bin/python -m tests.fsync_necessity [--seeds 2]     (about 5 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from quiver_store import QuiverStore
+
+from .powerloss import PowerLossFS
+from .test_power_loss import CONFIG, run_subscribed_workload, workload_ops
+
+
+def sweep_fails(root: Path, skip_sync_site: str, seeds: int = 2) -> str | None:
+    """The first failure of the crash sweep with one sync call site left out, or None."""
+    for seed in range(seeds):
+        for crash_at in range(workload_ops(root) + 1):
+            live, image = root / f"m-live-{crash_at}", root / f"m-image-{crash_at}"
+            fs = PowerLossFS(str(live), crash_at=crash_at, skip_sync_site=skip_sync_site)
+            ingested, acked, attempted = run_subscribed_workload(str(live), fs)
+            fs.durable_image(str(image), random.Random(seed * 1000 + crash_at))
+            try:
+                with QuiverStore.open(image, CONFIG) as store:
+                    subscription = store.subscribe("exporter")
+                    store.flush()
+                    got = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
+                    redelivered = []
+                    while (delivery := subscription.next(timeout=0.02)) is not None:
+                        redelivered.append(delivery.bundle.slots[30]["v"][0].as_py())
+                        delivery.ack()
+            except Exception as exc:  # a store that no longer opens is a failure the sweep found
+                return f"crash at op {crash_at}: {exc!r}"
+            finally:
+                shutil.rmtree(live, ignore_errors=True)
+                shutil.rmtree(image, ignore_errors=True)
+            lost = set(ingested) - set(got) - set(acked) - set(attempted)  # acked segments may be deleted
+            if lost:
+                return f"crash at op {crash_at}: acknowledged {sorted(lost)} lost"
+            if set(acked) & set(redelivered) or set(ingested) - set(acked) - set(attempted) - set(redelivered):
+                return f"crash at op {crash_at}: acked {acked}, redelivered {redelivered}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=2, help="random fates per crash point")
+    args = ap.parse_args(argv)
+    logging.disable(logging.CRITICAL)
+    root = Path(tempfile.mkdtemp(prefix="fsync-necessity-"))
+    try:
+        fs = PowerLossFS(str(root / "sites"))
+        run_subscribed_workload(str(root / "sites"), fs)
+        needed = 0
+        for site in sorted(fs.sync_sites):
+            failure = sweep_fails(root, site, args.seeds)
+            needed += failure is not None
+            print(f"{site:45} {'needed: ' + failure[:160] if failure else 'the sweep passed without it'}", flush=True)
+        print(f"{needed} of {len(fs.sync_sites)} sync call sites are needed by the sweep")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
