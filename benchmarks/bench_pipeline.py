@@ -52,25 +52,18 @@ def encode_only(signal: Signal, bundles: list[OtapBundle], _: Path) -> tuple[flo
     return time.perf_counter() - t0, 0.0
 
 
-def serial(signal: Signal, bundles: list[OtapBundle], directory: Path) -> tuple[float, float]:
+def persisted(signal: Signal, bundles: list[OtapBundle], directory: Path, queued: bool) -> tuple[float, float]:
+    """Encode and ingest every bundle, inline or through an IngestQueue; (timed loop, flush) seconds."""
     encoder = Encoder(signal)
     with QuiverStore.open(directory, CONFIG, layout=OTAP_LAYOUT) as store:
         t0 = time.perf_counter()
-        for bundle in bundles:
-            store.ingest(encoder.encode_records(bundle))
-        elapsed = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        store.flush()
-        return elapsed, time.perf_counter() - t1
-
-
-def overlapped(signal: Signal, bundles: list[OtapBundle], directory: Path) -> tuple[float, float]:
-    encoder = Encoder(signal)
-    with QuiverStore.open(directory, CONFIG, layout=OTAP_LAYOUT) as store:
-        t0 = time.perf_counter()
-        with IngestQueue(store) as persister:
+        if queued:
+            with IngestQueue(store) as queue:
+                for bundle in bundles:
+                    queue.submit(encoder.encode_records(bundle))
+        else:
             for bundle in bundles:
-                persister.submit(encoder.encode_records(bundle))
+                store.ingest(encoder.encode_records(bundle))
         elapsed = time.perf_counter() - t0
         t1 = time.perf_counter()
         store.flush()
@@ -78,7 +71,9 @@ def overlapped(signal: Signal, bundles: list[OtapBundle], directory: Path) -> tu
 
 
 RUNNERS: dict[str, Callable[[Signal, list[OtapBundle], Path], tuple[float, float]]] = {
-    "encode": encode_only, "serial": serial, "overlapped": overlapped,
+    "encode": encode_only,
+    "serial": lambda s, b, d: persisted(s, b, d, queued=False),
+    "overlapped": lambda s, b, d: persisted(s, b, d, queued=True),
 }
 
 

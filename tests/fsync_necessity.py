@@ -15,29 +15,22 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from quiver_store import QuiverStore
-
 from .powerloss import PowerLossFS
-from .test_power_loss import CONFIG, run_subscribed_workload, workload_ops
+from .test_power_loss import reopened, run_subscribed_workload
 
 
 def sweep_fails(root: Path, skip_sync_site: str, seeds: int = 2) -> str | None:
     """The first failure of the crash sweep with one sync call site left out, or None."""
     for seed in range(seeds):
-        for crash_at in range(workload_ops(root) + 1):
+        counting = PowerLossFS(str(root / f"count-{seed}"))
+        run_subscribed_workload(str(root / f"count-{seed}"), counting)
+        for crash_at in range(counting.ops + 1):
             live, image = root / f"m-live-{crash_at}", root / f"m-image-{crash_at}"
             fs = PowerLossFS(str(live), crash_at=crash_at, skip_sync_site=skip_sync_site)
             ingested, acked, attempted = run_subscribed_workload(str(live), fs)
             fs.durable_image(str(image), random.Random(seed * 1000 + crash_at))
             try:
-                with QuiverStore.open(image, CONFIG) as store:
-                    subscription = store.subscribe("exporter")
-                    store.flush()
-                    got = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
-                    redelivered = []
-                    while (delivery := subscription.next(timeout=0.02)) is not None:
-                        redelivered.append(delivery.bundle.slots[30]["v"][0].as_py())
-                        delivery.ack()
+                got, redelivered = reopened(image)
             except Exception as exc:  # a store that no longer opens is a failure the sweep found
                 return f"crash at op {crash_at}: {exc!r}"
             finally:

@@ -15,7 +15,7 @@ from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig
 from quiver_store.fs import FileSystem
 
 from .powerloss import IoErrorFS
-from .test_power_loss import BUNDLES, CONFIG, bundle
+from .test_power_loss import BUNDLES, CONFIG, bundle, reopened
 
 
 def run(path, fs: IoErrorFS) -> tuple[list[int], list[int], list[int], list[str]]:
@@ -56,19 +56,6 @@ def run(path, fs: IoErrorFS) -> tuple[list[int], list[int], list[int], list[str]
         errors.append(repr(exc))
         store._abandon()
     return ingested, acked, unsure, errors
-
-
-def reopened(path) -> tuple[list[int], list[int]]:
-    """Every stored bundle after a reopen on a healthy disk, and what the subscriber gets next."""
-    with QuiverStore.open(path, CONFIG) as store:
-        subscription = store.subscribe("exporter")
-        store.flush()
-        stored = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
-        delivered = []
-        while (delivery := subscription.next(timeout=0.02)) is not None:
-            delivered.append(delivery.bundle.slots[30]["v"][0].as_py())
-            delivery.ack()
-    return stored, delivered
 
 
 @pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])

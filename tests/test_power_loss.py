@@ -144,6 +144,19 @@ def run_subscribed_workload(path: str, fs: PowerLossFS) -> tuple[list[int], list
     return ingested, acked, attempted
 
 
+def reopened(path) -> tuple[list[int], list[int]]:
+    """Every stored bundle after a reopen on a healthy disk, and what subscriber "exporter" is delivered next (each acked)."""
+    with QuiverStore.open(path, CONFIG) as store:
+        subscription = store.subscribe("exporter")
+        store.flush()
+        stored = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
+        delivered = []
+        while (delivery := subscription.next(timeout=0.02)) is not None:
+            delivered.append(delivery.bundle.slots[30]["v"][0].as_py())
+            delivery.ack()
+    return stored, delivered
+
+
 def test_power_loss_redelivers_exactly_the_unacknowledged_bundles(tmp_path):
     """After every crash point: an acked bundle (ack() returned) is never delivered again, and every
     acknowledged ingest that was not acked is delivered (at-least-once, no gaps)."""
@@ -156,13 +169,7 @@ def test_power_loss_redelivers_exactly_the_unacknowledged_bundles(tmp_path):
         ingested, acked, attempted = run_subscribed_workload(str(live), fs)
         fates = fs.durable_image(str(image), random.Random(crash_at))
         context = f"crash at op {crash_at}: ingested {ingested}, acked {acked}, ack cut short {attempted}, files {fates}"
-        with QuiverStore.open(image, CONFIG) as store:
-            subscription = store.subscribe("exporter")
-            store.flush()
-            redelivered = []
-            while (delivery := subscription.next(timeout=0.05)) is not None:
-                redelivered.append(delivery.bundle.slots[30]["v"][0].as_py())
-                delivery.ack()
+        _, redelivered = reopened(image)
         assert not set(acked) & set(redelivered), f"acked bundles delivered again: {context}, redelivered {redelivered}"
         missing = set(ingested) - set(acked) - set(attempted) - set(redelivered)
         assert not missing, f"unacked bundles {sorted(missing)} never delivered: {context}, redelivered {redelivered}"
