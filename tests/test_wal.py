@@ -449,3 +449,22 @@ def test_no_preallocation_without_fdatasync(tmp_path, durability):
         store.flush()
         assert store.stats()["preallocated_bytes"] == 0
         assert os.path.getsize(tmp_path / "wal" / "quiver.wal") == store.stats()["wal_bytes"]
+
+
+def test_quiver_replay_and_verify_do_not_flag_the_zero_tail(tmp_path, capsys):
+    from quiver_store.cli import main
+
+    store = QuiverStore.open(tmp_path, QUIET)
+    for i in range(3):
+        store.ingest(bundle(i))
+    store._wal.extend_tail()
+    store._abandon()
+    wal = tmp_path / "wal" / "quiver.wal"
+    assert not any(wal.read_bytes()[-1024:])  # the file ends in its zero tail
+    capsys.readouterr()
+    assert main(["replay", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "entries to replay into the open segment: 3" in out and "bytes that would be quarantined: 0" in out
+    assert "torn tail" not in out and "truncate" not in out  # no action on the zero tail
+    assert main(["verify", str(tmp_path)]) == 0
+    assert "CORRUPT" not in capsys.readouterr().out
