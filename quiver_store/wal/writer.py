@@ -154,7 +154,10 @@ class WalWriter:
             self.size = end = start + total
             if end > self.file_end:
                 self.file_end = end
-            if self.file_end - end < self.preallocate >> 1:
+            # Large groups skip the zero-fill: their fdatasync is dominated by the data itself, and
+            # zeros written ahead of them would double the bytes written (bench_pipeline: encode +
+            # store of 1.2 MB bundles 12-22% over encoding alone without it, 21-51% with it).
+            if total <= self.preallocate >> 2 and self.file_end - end < self.preallocate >> 1:
                 self._want_tail()
             shift = self._shift.get(self.generation, 0)
             out = []
