@@ -6,16 +6,19 @@ whose `ingest` returned, in order, once, with subscriber deliveries resuming wit
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+import random
+import shutil
 
 import pytest
 
 from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig
 from quiver_store.fs import FileSystem
 
-from .powerloss import IoErrorFS
-from .test_power_loss import BUNDLES, CONFIG, bundle, reopened
+from .powerloss import IoErrorFS, PowerLossFS
+from .test_power_loss import BUNDLES, CONFIG, bundle, reopened, run_subscribed_workload
 
 
 def run(path, fs: IoErrorFS) -> tuple[list[int], list[int], list[int], list[str]]:
@@ -117,3 +120,51 @@ def test_deleted_segments_are_not_replayed_when_wal_truncation_failed(tmp_path, 
         store.flush()
         assert subscription.next(timeout=0.05) is None
         assert list(store.bundles()) == []
+
+
+def recovery_ops(image) -> int:
+    """How many operations a healthy recovery of `image` performs (on a scratch copy)."""
+    scratch = str(image) + "-count"
+    shutil.copytree(image, scratch)
+    fs = IoErrorFS(None, errno.EIO)
+    QuiverStore.open(scratch, CONFIG, fs=fs).close()
+    shutil.rmtree(scratch)
+    return fs.ops
+
+
+def check_compound(tmp_path, crash_at: int, code: int) -> None:
+    """Power loss at `crash_at`, then an error at every operation of the recovery that follows,
+    then a healthy reopen: still every acknowledged bundle, and acked ones not delivered again."""
+    live = tmp_path / f"live-{crash_at}"
+    fs = PowerLossFS(str(live), crash_at=crash_at)
+    ingested, acked, attempted = run_subscribed_workload(str(live), fs)
+    image = tmp_path / f"image-{crash_at}"
+    fs.durable_image(str(image), random.Random(crash_at))
+    for fail_at in range(recovery_ops(image) + 1):
+        attempt = tmp_path / f"attempt-{crash_at}-{fail_at}"
+        shutil.copytree(image, attempt)
+        with contextlib.suppress(OSError, QuiverError):  # a failed recovery must leave the store recoverable
+            QuiverStore.open(attempt, CONFIG, fs=IoErrorFS(fail_at, code)).close()
+        context = f"crash at op {crash_at}, {errno.errorcode[code]} at recovery op {fail_at}: ingested {ingested}, acked {acked}"
+        try:
+            stored, delivered = reopened(attempt)
+        except Exception as exc:
+            raise AssertionError(f"healthy reopen failed: {exc!r}; {context}") from exc
+        lost = set(ingested) - set(stored) - set(acked) - set(attempted)
+        assert not lost, f"acknowledged bundles {sorted(lost)} lost; {context}"
+        assert not set(acked) & set(delivered), f"acked bundles delivered again: {delivered}; {context}"
+        shutil.rmtree(attempt)
+
+
+@pytest.mark.parametrize("crash_at", [60, 120, 170])
+def test_an_error_during_recovery_after_a_crash(tmp_path, crash_at, caplog):
+    caplog.set_level(logging.CRITICAL)
+    check_compound(tmp_path, crash_at, errno.EIO)
+
+
+@pytest.mark.torture
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_errors_during_recovery_torture(tmp_path, code, caplog):
+    caplog.set_level(logging.CRITICAL)
+    for crash_at in range(0, 190, 7):
+        check_compound(tmp_path, crash_at, code)
