@@ -633,10 +633,11 @@ class QuiverStore:
             try:
                 return fut.result(timeout=FINALIZE_POLL)
             except FutureTimeout:
-                # A finalizer that keeps failing (a dead disk) may never reach this request: the
-                # applier waits for room behind the failing segments. Report it instead of hanging.
+                # A finalizer that keeps failing (a dead disk) fills the sealed queue, and the applier
+                # then waits for room and never reaches this request: report the failure instead of
+                # hanging. (With room left, the request is queued and hears of the next failure.)
                 failure = self._finalize_error
-                if failure is not None:
+                if failure is not None and len(self._sealed) >= 2:
                     raise QuiverError(
                         f"finalize failed: {failure!r}; the data stays in memory and in the WAL and is retried"
                     ) from failure
