@@ -9,11 +9,10 @@ encoder kept (``encoding`` of id columns) is merged onto the reference field so 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from .errors import DecodingError
-from .table_encoder import union_parts
+from .table_encoder import list_parts, union_parts
 
 
 def _merge_metadata(ref: pa.Field, got: pa.Field | None) -> dict[bytes, bytes] | None:
@@ -44,14 +43,6 @@ def _restore_field(ref: pa.Field, got: pa.Field | None) -> pa.Field:
     return pa.field(ref.name, t, nullable=ref.nullable, metadata=_merge_metadata(ref, got))
 
 
-def _list_parts(array: pa.ListArray) -> tuple[pa.Array, pa.Array]:
-    offsets = array.offsets
-    start, end = offsets[0].as_py(), offsets[-1].as_py()
-    if start:
-        offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
-    return offsets, array.values.slice(start, end - start)
-
-
 def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length: int) -> pa.Array:
     """`array` (emitted shape, or None when absent) in the shape of `out` (the restored field)."""
     t = out.type
@@ -71,13 +62,13 @@ def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length:
         mask = array.is_null() if array.null_count else None
         return pa.StructArray.from_arrays(kids, fields=list(t), mask=mask)
     if pt.is_map(t):
-        offsets, entries = _list_parts(array)
+        offsets, entries = list_parts(array)
         keys = _restore_array(ref.type.key_field, t.key_field, entries.field(0), len(entries))
         items = _restore_array(ref.type.item_field, t.item_field, entries.field(1), len(entries))
         mask = array.is_null() if array.null_count else None
         return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=mask)
     if pt.is_list(t):
-        offsets, values = _list_parts(array)
+        offsets, values = list_parts(array)
         values = _restore_array(ref.type.value_field, t.value_field, values, len(values))
         mask = array.is_null() if array.null_count else None
         return pa.ListArray.from_arrays(offsets, values, type=t, mask=mask)

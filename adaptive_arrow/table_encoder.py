@@ -41,7 +41,7 @@ def _has_value(array: pa.Array) -> bool:
     return array.null_count < len(array)
 
 
-def _list_values(array: pa.ListArray) -> tuple[pa.Array, pa.Array]:
+def list_parts(array: pa.ListArray) -> tuple[pa.Array, pa.Array]:
     """(offsets starting at 0, the values they index) of a possibly sliced list or map array."""
     offsets = array.offsets
     start, end = offsets[0].as_py(), offsets[-1].as_py()
@@ -209,9 +209,9 @@ class TableEncoder:
             for child, child_array in zip(node.children, children):
                 self._inspect(child, child_array, plan)
         elif node.kind is Kind.LIST:
-            self._inspect(node.children[0], _list_values(array)[1], plan)
+            self._inspect(node.children[0], list_parts(array)[1], plan)
         elif node.kind is Kind.MAP:
-            entries = _list_values(array)[1]
+            entries = list_parts(array)[1]
             self._inspect(node.children[0], entries.field(0), plan)
             self._inspect(node.children[1], entries.field(1), plan)
         elif node.kind is Kind.UNION:
@@ -278,12 +278,12 @@ class TableEncoder:
             mask = array.is_null() if array.null_count else None
             return pa.StructArray.from_arrays(kids, fields=list(out.type), mask=mask)
         if node.kind is Kind.LIST:
-            offsets, _ = _list_values(array)
+            offsets, _ = list_parts(array)
             values = self._emit(node.children[0], out.type.value_field, plan)
             mask = array.is_null() if array.null_count else None
             return pa.ListArray.from_arrays(offsets, values, type=out.type, mask=mask)
         if node.kind is Kind.MAP:
-            offsets, _ = _list_values(array)
+            offsets, _ = list_parts(array)
             keys = self._emit(node.children[0], out.type.key_field, plan)
             items = self._emit(node.children[1], out.type.item_field, plan)
             mask = array.is_null() if array.null_count else None

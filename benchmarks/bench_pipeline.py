@@ -17,7 +17,8 @@ Store modes end with ``store.flush()`` outside the timed loop (segment finalizat
 work and is reported on its own line), each round in a new store directory. The overhead is
 ``time(mode) / time(encode) - 1`` with medians over the rounds.
 
-Run:  .venv/bin/python -m benchmarks.bench_pipeline [--batches 8] [--batch-size 5000] [--rounds 5] [--dir DIR]
+Run:  .venv/bin/python -m benchmarks.bench_pipeline [--batches 8] [--batch-size 5000] [--rounds 5]
+      [--durability fsync|os|none] [--preallocate BYTES] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from adaptive_arrow import Encoder
@@ -36,7 +36,6 @@ from otap_model import OtapBundle, Signal, from_otlp, generate_otlp
 from quiver_store import IngestQueue, QuiverStore, StoreConfig, WalConfig
 
 MODES = ("encode", "serial", "overlapped")
-CONFIG = StoreConfig()  # replaced by --durability
 
 
 def bundles_for(signal: Signal, batches: int, batch_size: int, seed: int = 7) -> list[OtapBundle]:
@@ -44,20 +43,18 @@ def bundles_for(signal: Signal, batches: int, batch_size: int, seed: int = 7) ->
     return [from_otlp(r.SerializeToString(), signal) for r in requests]
 
 
-def encode_only(signal: Signal, bundles: list[OtapBundle], _: Path) -> tuple[float, float]:
+def run(mode: str, signal: Signal, bundles: list[OtapBundle], directory: Path, config: StoreConfig) -> tuple[float, float]:
+    """Encode every bundle, then ingest it inline ("serial") or through an IngestQueue ("overlapped"),
+    or not at all ("encode"); returns (timed loop, flush) seconds."""
     encoder = Encoder(signal)
-    t0 = time.perf_counter()
-    for bundle in bundles:
-        encoder.encode_records(bundle)
-    return time.perf_counter() - t0, 0.0
-
-
-def persisted(signal: Signal, bundles: list[OtapBundle], directory: Path, queued: bool) -> tuple[float, float]:
-    """Encode and ingest every bundle, inline or through an IngestQueue; (timed loop, flush) seconds."""
-    encoder = Encoder(signal)
-    with QuiverStore.open(directory, CONFIG, layout=OTAP_LAYOUT) as store:
+    if mode == "encode":
         t0 = time.perf_counter()
-        if queued:
+        for bundle in bundles:
+            encoder.encode_records(bundle)
+        return time.perf_counter() - t0, 0.0
+    with QuiverStore.open(directory, config, layout=OTAP_LAYOUT) as store:
+        t0 = time.perf_counter()
+        if mode == "overlapped":
             with IngestQueue(store) as queue:
                 for bundle in bundles:
                     queue.submit(encoder.encode_records(bundle))
@@ -70,13 +67,6 @@ def persisted(signal: Signal, bundles: list[OtapBundle], directory: Path, queued
         return elapsed, time.perf_counter() - t1
 
 
-RUNNERS: dict[str, Callable[[Signal, list[OtapBundle], Path], tuple[float, float]]] = {
-    "encode": encode_only,
-    "serial": lambda s, b, d: persisted(s, b, d, queued=False),
-    "overlapped": lambda s, b, d: persisted(s, b, d, queued=True),
-}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, default=8)
@@ -85,25 +75,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--signals", default="logs,traces,metrics")
     ap.add_argument("--durability", default="fsync", choices=("fsync", "os", "none"),
                     help="WAL durability (default fsync: acknowledged after fdatasync)")
+    ap.add_argument("--preallocate", type=int, default=WalConfig().preallocate,
+                    help="wal.preallocate bytes of zero tail (0: none; default %(default)s)")
     ap.add_argument("--dir", default=None, help="directory on the file system to measure (default: a temp dir)")
     args = ap.parse_args(argv)
-    global CONFIG
-    CONFIG = StoreConfig(wal=WalConfig(durability=args.durability))
+    config = StoreConfig(wal=WalConfig(durability=args.durability, preallocate=args.preallocate))
     base = Path(tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir))
     try:
         print(f"{args.batches} batches of {args.batch_size} root records per signal, {args.rounds} rounds, "
-              f"durability {args.durability}, store in {base}")
+              f"durability {args.durability}, wal.preallocate {args.preallocate}, store in {base}")
         print(f"{'signal':8} {'mode':11} {'median ms':>10} {'per batch':>10} {'overhead':>9} {'flush ms':>9}  rounds (ms)")
         for name in args.signals.split(","):
             signal = Signal(name)
             bundles = bundles_for(signal, args.batches, args.batch_size)
             times: dict[str, list[float]] = {m: [] for m in MODES}
             flushes: dict[str, list[float]] = {m: [] for m in MODES}
-            RUNNERS["encode"](signal, bundles[:1], base)  # compile numba kernels, warm caches
+            run("encode", signal, bundles[:1], base, config)  # compile numba kernels, warm caches
             for r in range(args.rounds):
                 for mode in MODES:
                     directory = base / f"{name}-{mode}-{r}"
-                    elapsed, flushed = RUNNERS[mode](signal, bundles, directory)
+                    elapsed, flushed = run(mode, signal, bundles, directory, config)
                     times[mode].append(elapsed * 1e3)
                     flushes[mode].append(flushed * 1e3)
                     shutil.rmtree(directory, ignore_errors=True)

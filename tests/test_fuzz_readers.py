@@ -21,7 +21,6 @@ from adaptive_arrow.errors import AdaptiveArrowError
 from otap_model import from_otlp_json, from_zipkin_json
 from otap_model.errors import OtapModelError
 from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig
-from quiver_store.fs import DEFAULT_FS
 from quiver_store.subscriber import ack_log
 from quiver_store.wal import sidecar
 
@@ -87,7 +86,7 @@ def test_envelope_file(data):
 @given(st.binary(max_size=80))
 def test_wal_sidecar(data):
     point, problem = sidecar.decode(data)
-    assert (point is None) != (problem is None) or (point is None and problem is None)
+    assert point is None or problem is None  # a usable point, or why there is none (or no file)
 
 
 @FUZZ
@@ -119,4 +118,3 @@ def test_store_open_with_a_random_file(tmp_path_factory, where, data, keep_heade
             assert store.segments() == []
     except QuiverError:
         pass
-    assert DEFAULT_FS.exists(str(path))

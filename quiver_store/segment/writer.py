@@ -83,13 +83,12 @@ class _IpcSink:
         self.size += len(view)
         if len(view) < self.GATHER:
             self.pending += view
-            if len(self.pending) < self.GATHER:
-                return len(view)
-            view = memoryview(b"")
-        self.flush()
-        if len(view):
+            if len(self.pending) >= self.GATHER:
+                self.flush()
+        else:
+            self.flush()
             self.out.write(view)
-        return len(data)
+        return len(view)
 
     def flush(self) -> None:
         if self.pending:
