@@ -62,6 +62,7 @@ class WalConfig:
     durability: Durability = "fsync"  # fsync: ack after fdatasync; os: after write(2); none: buffered
     recovery: RecoveryMode = "point_in_time"
     preallocate: int = 1 * MiB  # zeros kept written and synced past the active file's last entry (fsync only)
+    direct_bundle_size: int = 1 * MiB  # Arrow bytes from which a bundle skips the WAL for a segment of its own (fsync only; 0: never)
 
     def __post_init__(self) -> None:
         _positive("wal.max_size", self.max_size)
@@ -72,6 +73,10 @@ class WalConfig:
         _choice("wal.recovery", self.recovery, ("point_in_time", "skip_corrupt", "strict"))
         if isinstance(self.preallocate, bool) or not isinstance(self.preallocate, int) or self.preallocate < 0:
             raise ConfigError(f"wal.preallocate must be a whole number of bytes >= 0 (0 turns it off), got {self.preallocate!r}")
+        if isinstance(self.direct_bundle_size, bool) or not isinstance(self.direct_bundle_size, int) or self.direct_bundle_size < 0:
+            raise ConfigError(
+                f"wal.direct_bundle_size must be a whole number of bytes >= 0 (0 sends every bundle through the WAL), got {self.direct_bundle_size!r}"
+            )
         if self.rotation_size > self.max_size:
             raise ConfigError(
                 f"wal.rotation_size ({self.rotation_size}) must not exceed wal.max_size ({self.max_size})"

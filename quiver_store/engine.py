@@ -6,6 +6,13 @@ to the *applier* thread, which appends them to the open segment and seals it on 
 or the `max_open_duration` timer; sealed segments go to the *finalizer* thread, which writes the
 segment file, then advances the WAL truncation point past it and tells listeners. A failed
 finalize keeps the sealed segment (and its WAL range) and retries with backoff.
+
+A bundle of `wal.direct_bundle_size` bytes or more (durability "fsync") is not logged: it takes its
+place in log order from the group committer, the applier seals the open segment in front of it and
+hands it to the finalizer as a segment of its own, and `ingest` returns once that file is durable.
+Its bytes are written once instead of twice (WAL, then segment). Because the finalizer writes in
+order, every entry logged before it is in a durable segment first, so replay, which skips WAL
+entries up to the newest segment's last sequence, never skips an unsegmented one.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts
 FINALIZE_POLL = 0.2  # seconds between checks for a failing finalizer while flush/close wait
 APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
 APPLY_BATCH = 4  # committed entries that make the next fdatasync wake a busy applier
+FLOOR_RESERVE = 16  # segment numbers reserved per floor write; close gives back the unused ones
 _SCHEMA_CHECK_LIMIT = 4096
 
 
@@ -60,13 +68,15 @@ _SCHEMA_CHECK_LIMIT = 4096
 class BundleReceipt:
     """What `ingest` promises: the WAL sequence and position of the bundle's entry.
 
-    `wal_generation`/`wal_offset` are None under durability "none" (the entry is still buffered).
+    `wal_generation`/`wal_offset` are None under durability "none" (the entry is still buffered)
+    and for a direct bundle, which is instead already in segment `segment_sequence`.
     """
 
     sequence: int
     wal_generation: int | None
     wal_offset: int | None
     ingestion_time_ns: int
+    segment_sequence: int | None = None
 
 
 @dataclass
@@ -79,6 +89,7 @@ class _Sealed:
     end: Position | None = None  # WAL position just after its last entry
     reason: str = ""
     waiters: list[Future] = field(default_factory=list)
+    direct: bool = False  # one WAL-bypassing bundle: its producer waits on `waiters` for the file
 
 
 def segment_path(segments_dir: str, seq: int) -> str:
@@ -175,7 +186,7 @@ class QuiverStore:
         self._lock_fd = -1
         self.stats_counters: dict[str, Any] = collections.defaultdict(int)
         for key in ("replayed_entries", "corrupt_entries", "quarantined_bytes", "torn_tail_bytes", "segments_written",
-                    "segment_bytes_written", "finalize_errors", "wal_entries_covered", "sidecar_fallbacks"):
+                    "segment_bytes_written", "finalize_errors", "wal_entries_covered", "sidecar_fallbacks", "direct_bundles"):
             self.stats_counters[key] = 0
         self.corruption_reports: list[dict[str, Any]] = []
         for d in (path, self.wal_dir, self.segments_dir):
@@ -278,6 +289,7 @@ class QuiverStore:
         )
         self._wal.on_full = lambda reason: self._request_seal(f"WAL cap: {reason}")
         next_wal_seq = max(plan.last_sequence, covered) + 1
+        self._direct_size = cfg.wal.direct_bundle_size if cfg.wal.durability == "fsync" else 0
         self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit, before_sync=self._wake_applier)
         self._encoder = BundleEncoder(self.layout)
         self._schemas: dict[tuple[int, bytes], pa.Schema] = {}
@@ -356,6 +368,8 @@ class QuiverStore:
                 f"segment ({self._halted!r}); it and every later bundle are kept in the WAL. Close and reopen "
                 "the store to replay them"
             )
+        if self._direct_size and self._is_large(bundle):
+            return self._ingest_direct(bundle)
         self._committer.arriving()
         try:
             bitmap, parts, parts_len = self._encoder.encode(bundle)
@@ -369,6 +383,30 @@ class QuiverStore:
         req = self._committer.append(ts, bitmap, parts, parts_len, bundle, announced=True)
         pos = req.position
         return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
+
+    def _is_large(self, bundle: RecordBundle) -> bool:
+        """At least `wal.direct_bundle_size` Arrow bytes: the buffers' total (under 1 us for four
+        slots) rules out most bundles; `nbytes` (about 20 us) then counts only the sliced ranges."""
+        batches = bundle.slots.values()
+        limit = self._direct_size
+        return sum(b.get_total_buffer_size() for b in batches) >= limit and sum(b.nbytes for b in batches) >= limit
+
+    def _ingest_direct(self, bundle: RecordBundle) -> BundleReceipt:
+        """A large bundle: a segment file of its own, written in log order, acknowledged once durable."""
+        size = sum(b.nbytes for b in bundle.slots.values())
+        self._committer.arriving()
+        try:
+            self._hub.before_ingest(size)
+            self._admit()
+        except BaseException:
+            self._committer.cancel_arrival()
+            raise
+        ts = bundle.ingestion_time_ns
+        assert ts is not None
+        written: Future = Future()
+        req = self._committer.append_direct(ts, size, (bundle, written), announced=True)
+        info: SegmentInfo = written.result()
+        return BundleReceipt(req.sequence, None, None, ts, info.seq)
 
     def _check_schemas(self, bundle: RecordBundle) -> None:
         """Refuse, before anything is logged, a batch whose schema contradicts its fingerprint."""
@@ -409,11 +447,16 @@ class QuiverStore:
         (`_wake_applier`), when the GIL is free, or the applier's APPLY_LINGER timeout does.
         """
         with self._cv:
+            direct = False
             for r in batch:
                 n = r.size
-                self._inbox.append(("entry", r.sequence, r.position, n, r.payload, n))
+                if r.frame is None:  # a direct bundle: its producer waits for the applier and finalizer
+                    self._inbox.append(("direct", r.sequence, None, n, r.payload, n))
+                    direct = True
+                else:
+                    self._inbox.append(("entry", r.sequence, r.position, n, r.payload, n))
                 self._inbox_bytes += n
-            if self._applier_prompt:
+            if self._applier_prompt or direct:
                 self._apply_cv.notify()
 
     def _wake_applier(self) -> None:
@@ -472,7 +515,9 @@ class QuiverStore:
                     self.stats_counters["applier_errors"] += 1
                     self.stats_counters["last_applier_error"] = repr(exc)
                     log.exception("applier failed on %s", item[0])
-                    if item[0] == "entry":
+                    if item[0] == "direct":  # never logged: its producer hears that it was not stored
+                        _fail(item[4][1], QuiverError(f"bundle {item[1]} was not stored: {exc!r}"))
+                    elif item[0] == "entry":
                         # Fail-stop: a later segment's WAL truncation would pass this acknowledged
                         # bundle, so nothing after it is placed until a reopen replays them all.
                         self._halted = exc
@@ -513,11 +558,33 @@ class QuiverStore:
                 self._seal("target_size")
             elif self._open.stream_count >= seg_cfg.max_stream_count:
                 self._seal("max_stream_count")
+        elif kind == "direct":
+            self._apply_direct(item)
         elif kind == "seal":
             _, reason, fut = item
             self._seal(reason, fut)
         elif kind == "barrier":
             item[1].set_result(None)
+
+    def _apply_direct(self, item: tuple) -> None:
+        """Seal the open segment, then queue the direct bundle as a segment of its own behind it."""
+        _, seq, _, _, (bundle, written), _ = item
+        if self._halted is not None:
+            _fail(written, QuiverError(f"bundle {seq} was not stored: the store stopped placing bundles ({self._halted!r})"))
+            return
+        segment = OpenSegment(self.config.segment)
+        segment.append(bundle)
+        if self._open is not None and not self._open.is_empty:
+            self._seal("direct bundle")
+        self._open = None
+        with self._cv:
+            self._wait_for_room()
+            if self._abandoned:
+                _fail(written, StoreClosedError(f"store {self.path} stopped before bundle {seq} was stored"))
+                return
+            self._sealed.append(_Sealed(segment, seq, seq, None, "direct", [written], direct=True))
+            self.stats_counters["direct_bundles"] += 1
+            self._finalize_cv.notify()
 
     def _start_segment(self, seq: int) -> None:
         self._open = OpenSegment(self.config.segment)
@@ -533,9 +600,7 @@ class QuiverStore:
                 self._open = None
                 sealed = _Sealed(None, reason=reason)
             else:
-                # Memory bound: at most one sealed segment waits while another is being written.
-                while len(self._sealed) >= 2 and not self._stopping:
-                    self._cv.wait(0.5)
+                self._wait_for_room()
                 if self._abandoned:
                     return
                 sealed = _Sealed(self._open, self._open_first, self._open_last, self._open_end, reason)
@@ -545,6 +610,12 @@ class QuiverStore:
                 sealed.waiters.append(fut)
             self._sealed.append(sealed)
             self._finalize_cv.notify()
+
+    def _wait_for_room(self) -> None:
+        """Called holding the lock. Memory bound: at most one sealed segment waits while another is
+        being written."""
+        while len(self._sealed) >= 2 and not self._stopping:
+            self._cv.wait(0.5)
 
     def _request_seal(self, reason: str, fut: Future | None = None) -> None:
         self._push(("seal", reason, fut))
@@ -570,8 +641,14 @@ class QuiverStore:
                 with self._cv:
                     for queued in self._sealed:  # everyone waiting behind the failing segment hears of it
                         for w in queued.waiters:
-                            if not w.done():
+                            if queued.direct:
+                                _fail(w, QuiverError(f"bundle {queued.first_sequence} was not stored: a segment write failed ({exc!r})"))
+                            elif not w.done():
                                 w.set_exception(failure)
+                    # A direct bundle was never logged or acknowledged: drop it rather than store it
+                    # after its producer was told it failed (the ones behind keep their order).
+                    self._sealed = collections.deque(q for q in self._sealed if not q.direct)
+                    self._cv.notify_all()
                     if self._stopping:
                         return
                     self._finalize_cv.wait(delay)
@@ -580,7 +657,7 @@ class QuiverStore:
             delay = RETRY_BACKOFF[0]
             self._finalize_error = None
             with self._cv:
-                if self._sealed and self._sealed[0] is sealed:  # _abandon may have emptied the queue
+                if self._sealed and self._sealed[0] is sealed:  # _abandon or a failure may have removed it
                     self._sealed.popleft()
                 self._cv.notify_all()
             for w in sealed.waiters:
@@ -590,8 +667,8 @@ class QuiverStore:
     def _finalize(self, sealed: _Sealed) -> SegmentInfo:
         assert sealed.segment is not None
         seq = self._next_segment_seq
-        if self._floor_written <= seq:
-            self._write_floor(seq + 1, self._wal_covered + 1)
+        if self._floor_written <= seq:  # reserve a run of numbers: one floor write per FLOOR_RESERVE segments
+            self._write_floor(seq + FLOOR_RESERVE, self._wal_covered + 1)
         metadata = {
             META_WAL_FIRST: str(sealed.first_sequence),
             META_WAL_LAST: str(sealed.last_sequence),
@@ -653,6 +730,7 @@ class QuiverStore:
         error: BaseException | None = None
         try:
             self.finalize_now("close")
+            self._give_back_reserved_numbers()
         except BaseException as exc:  # the data stays in the WAL and is replayed on the next open
             error = exc
         try:
@@ -669,6 +747,13 @@ class QuiverStore:
             self._notify_all_threads()
         self._applier.join()
         self._finalizer.join()
+        closed = StoreClosedError(f"store {self.path} closed before the bundle was stored")
+        for sealed in self._sealed:  # left by a crash-style stop or a finalizer that kept failing
+            for w in sealed.waiters:
+                _fail(w, closed)
+        for item in self._inbox:
+            if item[0] == "direct":
+                _fail(item[4][1], closed)
         self._wal.close()
         self._release_lock()
         self._closed = True
@@ -685,8 +770,6 @@ class QuiverStore:
         with self._cv:
             self._stopping = True
             self._abandoned = True  # like a crash: no new seal or finalize starts from here on
-            self._sealed.clear()
-            self._inbox.clear()
             self._notify_all_threads()
         self._shutdown()
 
@@ -771,6 +854,15 @@ class QuiverStore:
             seq_floor.write(self.fs, self.segments_dir, seq_floor.SequenceFloor(next_segment, wal_covered))
             self._floor_written, self._floor_covered = next_segment, wal_covered
 
+    def _give_back_reserved_numbers(self) -> None:
+        """After the last finalize: lower the floor to the next unused segment number, so a clean
+        close and reopen leaves no gap (only a crash skips the rest of a reserved run)."""
+        with self._floor_lock:
+            if self._floor_written > self._next_segment_seq:
+                floor = seq_floor.SequenceFloor(self._next_segment_seq, self._floor_covered)
+                seq_floor.write(self.fs, self.segments_dir, floor)
+                self._floor_written = self._next_segment_seq
+
     def disk_usage(self) -> int:
         """Bytes of WAL (live), segment files and ack log files of this store."""
         acks = sum(self.fs.file_size(os.path.join(self.path, n)) for n in self.fs.listdir(self.path) if n.startswith("ack."))
@@ -808,3 +900,8 @@ class QuiverStore:
             out.update(self._hub.metrics())
             out["subscribers"] = self._hub.describe()
         return out
+
+
+def _fail(waiter: Future, error: BaseException) -> None:
+    if not waiter.done():
+        waiter.set_exception(error)

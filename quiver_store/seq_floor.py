@@ -1,8 +1,9 @@
 """segments/next.seq: the durable floor below which segment (and WAL) sequence numbers were used.
 
-Written (tmp + fdatasync + rename + directory fsync) before a segment sequence number is used, so
-a number is never handed out twice, even after every segment file was deleted. It also carries
-the WAL sequence floor: replay skips WAL entries below it because they are already in segments.
+Written (tmp + fdatasync + rename + directory fsync) before a segment sequence number is used,
+reserving a run of numbers at a time, so a number is never handed out twice, even after every
+segment file was deleted. It also carries the WAL sequence floor: replay skips WAL entries below
+it because they are already in segments.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ must open and return every bundle whose `ingest` had returned, unchanged, in ord
 The workload ingests small bundles with a tiny segment target and WAL rotation size, so it crosses
 every durable step of the store: WAL appends and group commit, rotation, segment finalize (temp
 file, fsync, rename, directory fsync), the sequence floor, sidecar updates and WAL truncation.
+Every third bundle is larger; under DIRECT it skips the WAL for a segment file of its own, so the
+sweeps run once with every bundle logged and once with logged and direct bundles interleaved.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ CONFIG = StoreConfig(
     segment=SegmentConfig(target_size=4_000, max_open_duration=3600.0),
     wal=WalConfig(rotation_size=8_192, max_size=1 << 20),
 )
+DIRECT = StoreConfig(segment=CONFIG.segment, wal=WalConfig(rotation_size=8_192, max_size=1 << 20, direct_bundle_size=3_000))
+CONFIGS = pytest.mark.parametrize("config", [CONFIG, DIRECT], ids=["logged", "direct"])
 BUNDLES = 10
 
 
 def bundle(i: int) -> RecordBundle:
-    rows = 20 + 7 * i
+    rows = 20 + 7 * i + (200 if i % 3 == 2 else 0)  # bundles 2, 5, 8: over 4,000 Arrow bytes
     return RecordBundle(
         {
             30: pa.record_batch({"id": pa.array(np.arange(rows, dtype=np.uint16)), "v": pa.array(np.full(rows, i, np.int64))}),
@@ -38,11 +42,11 @@ def bundle(i: int) -> RecordBundle:
     )
 
 
-def run_workload(path: str, fs: PowerLossFS) -> list[int]:
+def run_workload(path: str, fs: PowerLossFS, config: StoreConfig = CONFIG) -> list[int]:
     """Ingest BUNDLES bundles and close; return the indices whose ingest returned (acknowledged)."""
     acknowledged: list[int] = []
     try:
-        store = QuiverStore.open(path, CONFIG, fs=fs)
+        store = QuiverStore.open(path, config, fs=fs)
     except (OSError, QuiverError):  # the power went out while opening
         return acknowledged
     try:
@@ -55,22 +59,22 @@ def run_workload(path: str, fs: PowerLossFS) -> list[int]:
     return acknowledged
 
 
-def recovered(path: str) -> list[RecordBundle]:
+def recovered(path: str, config: StoreConfig = CONFIG) -> list[RecordBundle]:
     """Open the rebooted store (replaying its WAL), close it, and read every stored bundle."""
-    with QuiverStore.open(path, CONFIG):
+    with QuiverStore.open(path, config):
         pass
-    with QuiverStore.open(path, CONFIG) as store:
+    with QuiverStore.open(path, config) as store:
         return [b for _, _, b in store.bundles()]
 
 
-def check_reboot(root, crash_at: int, seed: int, torn: bool = True) -> tuple[int, bool]:
+def check_reboot(root, crash_at: int, seed: int, torn: bool = True, config: StoreConfig = CONFIG) -> tuple[int, bool]:
     """Crash at operation `crash_at`, reboot, verify; return (operations run, whether it crashed)."""
     live, image = root / f"live-{crash_at}-{seed}", root / f"image-{crash_at}-{seed}"
     fs = PowerLossFS(str(live), crash_at=crash_at)
-    acknowledged = run_workload(str(live), fs)
+    acknowledged = run_workload(str(live), fs, config)
     fates = fs.durable_image(str(image), random.Random(seed), torn=torn)
     try:
-        got = recovered(str(image))
+        got = recovered(str(image), config)
     except Exception as exc:  # the message below says what the reboot found
         raise AssertionError(f"crash at op {crash_at} (seed {seed}): the store did not open: {exc!r}; files: {fates}") from exc
     values = [b.slots[30]["v"][0].as_py() for b in got]
@@ -90,32 +94,38 @@ def check_reboot(root, crash_at: int, seed: int, torn: bool = True) -> tuple[int
     return fs.ops, fs.crashed
 
 
-def workload_ops(root) -> int:
+def workload_ops(root, config: StoreConfig = CONFIG) -> int:
     fs = PowerLossFS(str(root / "count"))
-    assert run_workload(str(root / "count"), fs) == list(range(BUNDLES))
+    assert run_workload(str(root / "count"), fs, config) == list(range(BUNDLES))
     return fs.ops
 
 
-def test_the_workload_crosses_every_durable_step(tmp_path):
-    """The workload really rotates the WAL, finalizes segments and truncates (else the sweep below proves little)."""
+@CONFIGS
+def test_the_workload_crosses_every_durable_step(tmp_path, config):
+    """The workload really rotates the WAL, finalizes segments and truncates (else the sweep below
+    proves little), and under DIRECT the large bundles bypass the WAL between logged ones."""
     fs = PowerLossFS(str(tmp_path / "s"))
-    run_workload(str(tmp_path / "s"), fs)
-    with QuiverStore.open(tmp_path / "s", CONFIG) as store:
-        stats = store.stats()
-        assert len(store.segments()) >= 3, stats
+    store = QuiverStore.open(str(tmp_path / "s"), config, fs=fs)
+    receipts = [store.ingest(bundle(i)) for i in range(BUNDLES)]
+    store.close()
+    stats = store.stats()
+    direct = [i for i, r in enumerate(receipts) if r.segment_sequence is not None]
+    assert direct == ([2, 5, 8] if config is DIRECT else []), stats
+    assert stats["rotations"] >= 1 and stats["segments_written"] >= 3 + len(direct), stats
     assert fs.ops > 100
 
 
-def test_power_loss_at_every_operation_loses_no_acknowledged_bundle(tmp_path):
-    total = workload_ops(tmp_path)
+@CONFIGS
+def test_power_loss_at_every_operation_loses_no_acknowledged_bundle(tmp_path, config):
+    total = workload_ops(tmp_path, config)
     crashed = 0
     for crash_at in range(total + 1):
-        _, did_crash = check_reboot(tmp_path, crash_at, seed=crash_at)
+        _, did_crash = check_reboot(tmp_path, crash_at, seed=crash_at, config=config)
         crashed += did_crash
     assert crashed >= total * 0.9  # background timing moves a few operations between runs
 
 
-def run_subscribed_workload(path: str, fs: PowerLossFS) -> tuple[list[int], list[int], list[int]]:
+def run_subscribed_workload(path: str, fs: PowerLossFS, config: StoreConfig = CONFIG) -> tuple[list[int], list[int], list[int]]:
     """Ingest bundles while a subscriber takes each delivered bundle and acks it; return the
     acknowledged ingests, the bundles whose ack() returned True (durable in the ack log), and the
     bundle whose ack() was cut short by the crash, if any (its outcome is unknown, as a commit's
@@ -124,7 +134,7 @@ def run_subscribed_workload(path: str, fs: PowerLossFS) -> tuple[list[int], list
     acked: list[int] = []
     attempted: list[int] = []
     try:
-        store = QuiverStore.open(path, CONFIG, fs=fs)
+        store = QuiverStore.open(path, config, fs=fs)
         subscription = store.subscribe("exporter")
     except (OSError, QuiverError):
         return ingested, acked, attempted
@@ -144,9 +154,9 @@ def run_subscribed_workload(path: str, fs: PowerLossFS) -> tuple[list[int], list
     return ingested, acked, attempted
 
 
-def reopened(path) -> tuple[list[int], list[int]]:
+def reopened(path, config: StoreConfig = CONFIG) -> tuple[list[int], list[int]]:
     """Every stored bundle after a reopen on a healthy disk, and what subscriber "exporter" is delivered next (each acked)."""
-    with QuiverStore.open(path, CONFIG) as store:
+    with QuiverStore.open(path, config) as store:
         subscription = store.subscribe("exporter")
         store.flush()
         stored = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
@@ -157,19 +167,20 @@ def reopened(path) -> tuple[list[int], list[int]]:
     return stored, delivered
 
 
-def test_power_loss_redelivers_exactly_the_unacknowledged_bundles(tmp_path):
+@CONFIGS
+def test_power_loss_redelivers_exactly_the_unacknowledged_bundles(tmp_path, config):
     """After every crash point: an acked bundle (ack() returned) is never delivered again, and every
     acknowledged ingest that was not acked is delivered (at-least-once, no gaps)."""
     count_fs = PowerLossFS(str(tmp_path / "count"))
-    ingested, acked, _ = run_subscribed_workload(str(tmp_path / "count"), count_fs)
+    ingested, acked, _ = run_subscribed_workload(str(tmp_path / "count"), count_fs, config)
     assert ingested == list(range(BUNDLES)) and len(acked) >= 3, acked
     for crash_at in range(count_fs.ops + 1):
         live, image = tmp_path / f"live-{crash_at}", tmp_path / f"image-{crash_at}"
         fs = PowerLossFS(str(live), crash_at=crash_at)
-        ingested, acked, attempted = run_subscribed_workload(str(live), fs)
+        ingested, acked, attempted = run_subscribed_workload(str(live), fs, config)
         fates = fs.durable_image(str(image), random.Random(crash_at))
         context = f"crash at op {crash_at}: ingested {ingested}, acked {acked}, ack cut short {attempted}, files {fates}"
-        _, redelivered = reopened(image)
+        _, redelivered = reopened(image, config)
         assert not set(acked) & set(redelivered), f"acked bundles delivered again: {context}, redelivered {redelivered}"
         missing = set(ingested) - set(acked) - set(attempted) - set(redelivered)
         assert not missing, f"unacked bundles {sorted(missing)} never delivered: {context}, redelivered {redelivered}"
@@ -178,12 +189,13 @@ def test_power_loss_redelivers_exactly_the_unacknowledged_bundles(tmp_path):
 
 
 @pytest.mark.torture
+@CONFIGS
 @pytest.mark.parametrize("seed", range(20))
-def test_power_loss_torture(tmp_path, seed):
+def test_power_loss_torture(tmp_path, seed, config):
     """Every crash point again with other random fates for the unsynced writes (make torture)."""
-    total = workload_ops(tmp_path)
+    total = workload_ops(tmp_path, config)
     for crash_at in range(total + 1):
-        check_reboot(tmp_path, crash_at, seed=seed * 100_000 + crash_at)
+        check_reboot(tmp_path, crash_at, seed=seed * 100_000 + crash_at, config=config)
 
 
 @pytest.mark.parametrize("header", [b"QUIV\x8e\x01garbage!", b"QUIVER\x00W" + bytes(7) + b"\xff" * 13, bytes(30)])

@@ -4,6 +4,10 @@ Leader/follower: a caller that finds no commit in progress becomes the leader, t
 frame, writes them with one write(2) and (durability "fsync") one fdatasync, hands them to
 `on_commit` in log order, then wakes the followers whose frames it covered. Followers queued
 during the leader's fdatasync form the next group. No thread hand-off on the single-producer path.
+
+A *direct* request (`append_direct`) takes a sequence number and a place in log order but writes
+nothing: its bundle goes into a segment file of its own (see QuiverStore), and `on_commit` hands it
+on between the entries logged before and after it.
 """
 
 from __future__ import annotations
@@ -25,15 +29,16 @@ GATHER_WAIT = 0.002  # seconds a new leader waits, at most, for producers still 
 class Pending:
     """One appended entry waiting for its group to be committed."""
 
-    __slots__ = ("error", "frame", "payload", "position", "sequence", "size", "ts")
+    __slots__ = ("committed", "error", "frame", "payload", "position", "sequence", "size", "ts")
 
-    def __init__(self, sequence: int, ts: int, frame: list, size: int, payload: Any) -> None:
+    def __init__(self, sequence: int, ts: int, frame: list | None, size: int, payload: Any) -> None:
         self.sequence = sequence
         self.ts = ts
-        self.frame = frame  # buffers of the whole frame, for one gather write
+        self.frame = frame  # buffers of the whole frame, for one gather write (None: a direct request)
         self.size = size
         self.payload = payload
         self.position: Position | None = None
+        self.committed = False  # written (and synced) and handed to on_commit
         self.error: BaseException | None = None
 
 
@@ -84,16 +89,7 @@ class GroupCommitter:
     def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any, *, announced: bool = False) -> Pending:
         """Queue one entry; return once it is durable under the configured policy."""
         with self._cond:
-            if announced:
-                self._arriving -= 1
-                if self._gathering:
-                    self._gather.notify()
-            if self._failed is not None:
-                raise QuiverError(
-                    f"the WAL stopped accepting writes after an I/O failure ({self._failed}); close and reopen the store"
-                )
-            seq = self._next_seq
-            self._next_seq += 1
+            seq = self._take_sequence(announced)
             frame = entry_parts(ENTRY_RECORD_BUNDLE, ts, seq, bitmap, parts, parts_len)
             req = Pending(seq, ts, frame, parts_len + FRAME_OVERHEAD + ENTRY_HEAD_LEN, payload)
             self._queue.append(req)
@@ -102,14 +98,45 @@ class GroupCommitter:
                 if self._queued_bytes >= NONE_BUFFER_BYTES and not self._leader:
                     self._lead(sync=False)
                 return req
-            while req.position is None and req.error is None:
-                if not self._leader:
-                    self._lead(sync=self.durability == "fsync")
-                else:
-                    self._wait()
+            self._await(req)
         if req.error is not None:
             raise req.error
         return req
+
+    def append_direct(self, ts: int, size: int, payload: Any, *, announced: bool = False) -> Pending:
+        """Give a bundle that bypasses the log its sequence number; return once every entry before it
+        was committed and `on_commit` has handed it on, in order (nothing is written for it here)."""
+        if self.durability == "none":
+            raise QuiverError("a direct (WAL-bypassing) bundle needs wal.durability 'fsync' or 'os'")
+        with self._cond:
+            req = Pending(self._take_sequence(announced), ts, None, size, payload)
+            self._queue.append(req)
+            self._await(req)
+        if req.error is not None:
+            raise req.error
+        return req
+
+    def _take_sequence(self, announced: bool) -> int:
+        """Called holding the lock: the next sequence number (after the producer's announcement)."""
+        if announced:
+            self._arriving -= 1
+            if self._gathering:
+                self._gather.notify()
+        if self._failed is not None:
+            raise QuiverError(
+                f"the WAL stopped accepting writes after an I/O failure ({self._failed}); close and reopen the store"
+            )
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+    def _await(self, req: Pending) -> None:
+        """Called holding the lock: lead or follow commits until `req` is committed or failed."""
+        while not req.committed and req.error is None:
+            if not self._leader:
+                self._lead(sync=self.durability == "fsync")
+            else:
+                self._wait()
 
     def commit_buffered(self, sync: bool) -> None:
         """Write (and optionally fdatasync) whatever is queued; used by flush, close and timers."""
@@ -122,6 +149,23 @@ class GroupCommitter:
                 error = self._lead(sync=sync)
                 if error is not None:  # nobody else waits on a bare sync: its failure is the caller's
                     raise QuiverError(f"WAL commit failed: {error}") from error
+
+    def _write(self, logged: list[Pending], sync: bool) -> None:
+        """One gather write (and fdatasync) of the group's frames; positions and counters."""
+        frames = [r.frame for r in logged if r.frame is not None]
+        positions = self.writer.append(frames, [r.size for r in logged], sync=sync, before_sync=self.before_sync)
+        for r, p in zip(logged, positions):
+            r.position = p
+        n = len(logged)
+        stats = self.stats
+        stats["commits"] += 1
+        stats["entries"] += n
+        stats["bytes_written"] += sum(r.size for r in logged) if n > 1 else logged[0].size
+        if n > stats["max_group"]:
+            stats["max_group"] = n
+        self.group_sizes[n] = self.group_sizes.get(n, 0) + 1
+        if sync:
+            stats["fsyncs"] += 1
 
     def _wait(self) -> None:
         self._waiters += 1
@@ -156,20 +200,12 @@ class GroupCommitter:
                 batch, self._queue = self._queue, []
                 self._queued_bytes = 0
             if batch:
-                positions = self.writer.append([r.frame for r in batch], [r.size for r in batch], sync=sync, before_sync=self.before_sync)
-                for r, p in zip(batch, positions):
-                    r.position = p
-                n = len(batch)
-                stats = self.stats
-                stats["commits"] += 1
-                stats["entries"] += n
-                stats["bytes_written"] += sum(r.size for r in batch) if n > 1 else batch[0].size
-                if n > stats["max_group"]:
-                    stats["max_group"] = n
-                self.group_sizes[n] = self.group_sizes.get(n, 0) + 1
-                if sync:
-                    stats["fsyncs"] += 1
+                logged = [r for r in batch if r.frame is not None]
+                if logged:
+                    self._write(logged, sync)
                 self.on_commit(batch)
+                for r in batch:
+                    r.committed = True
             elif sync:
                 self.writer.sync()
                 self.stats["fsyncs"] += 1

@@ -64,6 +64,6 @@ class Preallocator:
                     if not self._stopping:
                         self._wake.wait(RETRY_DELAY)
                     self._requested = True
-            except Exception:  # a failed fdatasync already stopped the WAL (writer.failure)
-                log.exception("WAL pre-extension stopped")
+            except Exception as exc:  # a failed fdatasync already stopped the WAL (writer.failure)
+                log.error("WAL pre-extension stopped, and the WAL with it: %s", exc, exc_info=True)
                 return
