@@ -523,7 +523,7 @@ class QuiverStore:
                         self._halted = exc
             if items:
                 with self._cv:
-                    self._inbox_bytes -= sum(i[5] for i in items if i[0] == "entry")
+                    self._inbox_bytes -= sum(i[5] for i in items if i[0] in ("entry", "direct"))
                     self._cv.notify_all()
             if self._open is not None and time.monotonic() >= self._open_deadline:
                 self._seal("max_open_duration")

@@ -18,6 +18,7 @@ from quiver_store import (
     QuiverError,
     QuiverStore,
     RecordBundle,
+    RetentionConfig,
     SegmentConfig,
     StoreConfig,
     WalConfig,
@@ -202,3 +203,20 @@ def test_a_crash_between_a_direct_bundle_and_later_logged_ones_replays_only_thos
     with QuiverStore.open(tmp_path, DIRECT) as store:
         assert stored(store) == expected([False, True, False, False])
         assert len(os.listdir(tmp_path / "segments")) == 3 + 1  # three segments and next.seq
+
+
+def test_direct_bundles_do_not_count_against_the_applier_backlog_once_placed(tmp_path):
+    """Ingest stops (backpressure) while more than max(target_size / 2, 4 MiB) of bundles wait for
+    the applier; a placed direct bundle leaves that count like a logged one, so 12 MiB of them
+    in a row never trip the 4 MiB limit."""
+    config = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 20, max_open_duration=3600.0),
+        wal=WalConfig(direct_bundle_size=THRESHOLD),
+        retention=RetentionConfig(backpressure_timeout=1.0),
+    )
+    rows = (1 << 20) // 16
+    big = RecordBundle({0: pa.record_batch({"i": pa.array(np.zeros(rows, np.int64)), "row": pa.array(np.arange(rows, dtype=np.int64))})})
+    with QuiverStore.open(tmp_path, config) as store:
+        for _ in range(12):
+            store.ingest(big)
+        assert store.stats()["direct_bundles"] == 12 and store.open_segment_bytes() == 0
