@@ -3,7 +3,9 @@ once per sync call site of the store, with that site's syncs making nothing dura
 removal the sweep notices is needed; the others are listed with the sweep's verdict so each can be
 explained (docs/reliability.md) or removed.
 
-Run:  .venv/bin/python -m tests.fsync_necessity [--seeds 2]     (about 5 minutes)
+Run:  .venv/bin/python -m tests.fsync_necessity [--seeds 2] [--direct]     (about 5 minutes)
+
+`--direct` runs the workload where every third bundle skips the WAL for a segment of its own.
 """
 
 from __future__ import annotations
@@ -15,22 +17,24 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from quiver_store import StoreConfig
+
 from .powerloss import PowerLossFS
-from .test_power_loss import reopened, run_subscribed_workload
+from .test_power_loss import CONFIG, DIRECT, reopened, run_subscribed_workload
 
 
-def sweep_fails(root: Path, skip_sync_site: str, seeds: int = 2) -> str | None:
+def sweep_fails(root: Path, skip_sync_site: str, seeds: int = 2, config: StoreConfig = CONFIG) -> str | None:
     """The first failure of the crash sweep with one sync call site left out, or None."""
     for seed in range(seeds):
         counting = PowerLossFS(str(root / f"count-{seed}"))
-        run_subscribed_workload(str(root / f"count-{seed}"), counting)
+        run_subscribed_workload(str(root / f"count-{seed}"), counting, config)
         for crash_at in range(counting.ops + 1):
             live, image = root / f"m-live-{crash_at}", root / f"m-image-{crash_at}"
             fs = PowerLossFS(str(live), crash_at=crash_at, skip_sync_site=skip_sync_site)
-            ingested, acked, attempted = run_subscribed_workload(str(live), fs)
+            ingested, acked, attempted = run_subscribed_workload(str(live), fs, config)
             fs.durable_image(str(image), random.Random(seed * 1000 + crash_at))
             try:
-                got, redelivered = reopened(image)
+                got, redelivered = reopened(image, config)
             except Exception as exc:  # a store that no longer opens is a failure the sweep found
                 return f"crash at op {crash_at}: {exc!r}"
             finally:
@@ -47,15 +51,17 @@ def sweep_fails(root: Path, skip_sync_site: str, seeds: int = 2) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=2, help="random fates per crash point")
+    ap.add_argument("--direct", action="store_true", help="the workload with direct (WAL-bypassing) bundles")
     args = ap.parse_args(argv)
+    config = DIRECT if args.direct else CONFIG
     logging.disable(logging.CRITICAL)
     root = Path(tempfile.mkdtemp(prefix="fsync-necessity-"))
     try:
         fs = PowerLossFS(str(root / "sites"))
-        run_subscribed_workload(str(root / "sites"), fs)
+        run_subscribed_workload(str(root / "sites"), fs, config)
         needed = 0
         for site in sorted(fs.sync_sites):
-            failure = sweep_fails(root, site, args.seeds)
+            failure = sweep_fails(root, site, args.seeds, config)
             needed += failure is not None
             print(f"{site:45} {'needed: ' + failure[:160] if failure else 'the sweep passed without it'}", flush=True)
         print(f"{needed} of {len(fs.sync_sites)} sync call sites are needed by the sweep")
