@@ -1,0 +1,168 @@
+"""CPU cost of one `QuiverStore.ingest` of a small bundle, by step, insensitive to disk noise.
+
+    .venv/bin/python -m benchmarks.ingest_cpu [--bundles N] [--rounds R] [--dir DIR]
+
+The bundles are bench_store's `small_bundles` (4 slots x 100 rows, OTAP-log shaped), built before
+timing as bench_store does (so they are cold in cache). Each round opens a fresh store and ingests
+them from one producer, twice:
+
+- "fsync": the real file system. Reports the producer thread's CPU time per ingest
+  (`time.thread_time_ns` around `ingest`) and the applier thread's CPU time per bundle (around
+  its `_apply` of each entry), both independent of how long the fdatasync waits.
+- "nosync": a FileSystem whose fdatasync is a no-op (measurement only): wall time per ingest, the
+  Python cost with the disk taken out.
+
+Per-step figures (producer CPU time, per ingest) come from wrappers around the store's own steps;
+each wrapper costs about 0.5 us (two clock reads), included in its step. A step the tree does not
+have is skipped, so the same script measures an older tree run with PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.bench_store import small_bundles, store_config
+from quiver_store import QuiverStore, RecordBundle
+from quiver_store.fs import FileSystem
+from quiver_store.wal import group_commit
+
+_clock = time.thread_time_ns
+
+
+class NoSyncFS(FileSystem):
+    """fdatasync and directory fsync do nothing: for measuring Python cost only, never a product."""
+
+    def fdatasync(self, fd: int) -> None:
+        return None
+
+    def fsync_dir(self, path: str) -> None:
+        return None
+
+
+class Steps:
+    """Producer-thread CPU time per named step, summed over a round."""
+
+    def __init__(self) -> None:
+        self.ns: collections.Counter[str] = collections.Counter()
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Replace `owner.name` (an instance or module attribute) with a timed call, if it exists."""
+        fn: Callable[..., Any] | None = getattr(owner, name, None)
+        if fn is None:
+            return
+        ns = self.ns
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = _clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                ns[label] += _clock() - t
+
+        setattr(owner, name, timed)
+
+
+def instrument(store: QuiverStore, steps: Steps, applier_ns: list[int]) -> Callable[[], None]:
+    """Wrap the store's steps; returns a function undoing the module-level patch."""
+    steps.wrap(store, "_check_schemas", "schema check")
+    steps.wrap(store, "_is_large", "large-bundle test")
+    steps.wrap(store._encoder, "encode", "serialize slots")
+    steps.wrap(store._hub, "before_ingest", "size cap")
+    steps.wrap(store, "_admit", "admit")
+    steps.wrap(store._committer, "append", "group commit (all)")
+    steps.wrap(store._committer, "on_commit", "  on_commit hand-off")
+    steps.wrap(store._committer, "before_sync", "  applier wake-up")
+    steps.wrap(store._wal, "append", "  WAL write+sync (all)")
+    fs = store.fs
+    steps.wrap(fs, "pwritev", "    pwritev")
+    steps.wrap(fs, "fdatasync", "    fdatasync")
+    original_parts = group_commit.entry_parts
+    steps.wrap(group_commit, "entry_parts", "  framing + CRC32C")
+
+    apply = store._apply
+
+    def timed_apply(item: tuple, seg_cfg: Any) -> None:
+        t = _clock()
+        try:
+            apply(item, seg_cfg)
+        finally:
+            if item[0] == "entry":
+                applier_ns.append(_clock() - t)
+
+    store._apply = timed_apply  # type: ignore[method-assign]
+
+    def undo() -> None:
+        group_commit.entry_parts = original_parts
+
+    return undo
+
+
+def one_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, warm: int) -> dict[str, Any]:
+    path = tempfile.mkdtemp(prefix="ingest-cpu-", dir=directory)
+    steps = Steps()
+    applier_ns: list[int] = []
+    try:
+        with QuiverStore.open(path, store_config(), fs=fs) as store:
+            for b in bundles[:warm]:
+                store.ingest(b)
+            undo = instrument(store, steps, applier_ns)
+            try:
+                cpu: list[int] = []
+                wall: list[int] = []
+                for b in bundles[warm:]:
+                    w, c = time.perf_counter_ns(), _clock()
+                    store.ingest(b)
+                    cpu.append(_clock() - c)
+                    wall.append(time.perf_counter_ns() - w)
+                store.flush()
+            finally:
+                undo()
+            fsyncs = store.stats()["fsyncs"]
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    n = len(cpu)
+    return {
+        "cpu_mean": sum(cpu) / n / 1e3,
+        "cpu_p50": statistics.median(cpu) / 1e3,
+        "wall_mean": sum(wall) / n / 1e3,
+        "wall_p50": statistics.median(wall) / 1e3,
+        "applier_mean": sum(applier_ns) / max(len(applier_ns), 1) / 1e3,
+        "steps": {k: v / n / 1e3 for k, v in steps.ns.items()},
+        "fsyncs": fsyncs,
+        "n": n,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundles", type=int, default=3000, help="bundles per round (default 3000; 100 of them warm-up)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="directory for the stores (default: a temp dir)")
+    args = ap.parse_args()
+    base = tempfile.mkdtemp(prefix="ingest-cpu-", dir=args.dir)
+    warm = min(100, args.bundles // 10)
+    try:
+        for r in range(args.rounds):
+            for label, fs in (("fsync", FileSystem()), ("nosync", NoSyncFS())):
+                bundles = small_bundles(args.bundles, seed=r + 1)  # fresh (cold) bundles per run
+                res = one_round(base, bundles, fs, warm)
+                print(
+                    f"round {r + 1} {label:6s}: producer CPU {res['cpu_mean']:6.1f} us/ingest (p50 {res['cpu_p50']:.1f}), "
+                    f"wall {res['wall_mean']:6.1f} us (p50 {res['wall_p50']:.1f}), applier CPU {res['applier_mean']:5.1f} us/bundle, "
+                    f"{res['fsyncs']} fsyncs / {res['n'] + warm} ingests"
+                )
+                for name, us in res["steps"].items():
+                    print(f"    {name:28s} {us:6.1f} us")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
