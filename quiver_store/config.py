@@ -62,7 +62,8 @@ class WalConfig:
     durability: Durability = "fsync"  # fsync: ack after fdatasync; os: after write(2); none: buffered
     recovery: RecoveryMode = "point_in_time"
     preallocate: int = 1 * MiB  # zeros kept written and synced past the active file's last entry (fsync only)
-    direct_bundle_size: int = 1 * MiB  # Arrow bytes from which a bundle skips the WAL for a segment of its own (fsync only; 0: never)
+    direct_bundle_size: int | None = None  # Arrow bytes from which a bundle skips the WAL for a segment of its own
+    # (fsync only; None: max(segment.target_size // 8, 1 MiB), 4 MiB by default; 0: never)
 
     def __post_init__(self) -> None:
         _positive("wal.max_size", self.max_size)
@@ -73,9 +74,10 @@ class WalConfig:
         _choice("wal.recovery", self.recovery, ("point_in_time", "skip_corrupt", "strict"))
         if isinstance(self.preallocate, bool) or not isinstance(self.preallocate, int) or self.preallocate < 0:
             raise ConfigError(f"wal.preallocate must be a whole number of bytes >= 0 (0 turns it off), got {self.preallocate!r}")
-        if isinstance(self.direct_bundle_size, bool) or not isinstance(self.direct_bundle_size, int) or self.direct_bundle_size < 0:
+        size = self.direct_bundle_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ConfigError(
-                f"wal.direct_bundle_size must be a whole number of bytes >= 0 (0 sends every bundle through the WAL), got {self.direct_bundle_size!r}"
+                f"wal.direct_bundle_size must be None or a whole number of bytes >= 0 (0 sends every bundle through the WAL), got {size!r}"
             )
         if self.rotation_size > self.max_size:
             raise ConfigError(
@@ -145,6 +147,16 @@ class StoreConfig:
         ):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+
+    @property
+    def direct_bundle_size(self) -> int:
+        """Arrow bytes from which a bundle skips the WAL (0: never): `wal.direct_bundle_size`, by
+        default an eighth of a segment and at least 1 MiB, so direct segments stay within 8x the
+        count of full ones; only under durability "fsync"."""
+        if self.wal.durability != "fsync":
+            return 0
+        size = self.wal.direct_bundle_size
+        return max(self.segment.target_size // 8, MiB) if size is None else size
 
     @property
     def per_core_size_cap(self) -> int | None:

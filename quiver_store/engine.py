@@ -7,7 +7,7 @@ or the `max_open_duration` timer; sealed segments go to the *finalizer* thread, 
 segment file, then advances the WAL truncation point past it and tells listeners. A failed
 finalize keeps the sealed segment (and its WAL range) and retries with backoff.
 
-A bundle of `wal.direct_bundle_size` bytes or more (durability "fsync") is not logged: it takes its
+A bundle of `StoreConfig.direct_bundle_size` bytes or more (durability "fsync") is not logged: it takes its
 place in log order from the group committer, the applier seals the open segment in front of it and
 hands it to the finalizer as a segment of its own, and `ingest` returns once that file is durable.
 Its bytes are written once instead of twice (WAL, then segment). Because the finalizer writes in
@@ -289,7 +289,7 @@ class QuiverStore:
         )
         self._wal.on_full = lambda reason: self._request_seal(f"WAL cap: {reason}")
         next_wal_seq = max(plan.last_sequence, covered) + 1
-        self._direct_size = cfg.wal.direct_bundle_size if cfg.wal.durability == "fsync" else 0
+        self._direct_size = cfg.direct_bundle_size
         self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit, before_sync=self._wake_applier)
         self._encoder = BundleEncoder(self.layout)
         self._schemas: dict[tuple[int, bytes], pa.Schema] = {}

@@ -126,9 +126,23 @@ def test_every_bundle_is_logged_when_direct_writes_are_off(tmp_path, wal):
         assert stored(store) == expected([True] * 3)
 
 
+@pytest.mark.parametrize(
+    ("segment", "wal", "threshold"),
+    [
+        (SegmentConfig(), WalConfig(), 4 << 20),  # an eighth of the 32 MiB segment target
+        (SegmentConfig(target_size=2 << 20), WalConfig(), 1 << 20),  # never below 1 MiB
+        (SegmentConfig(target_size=1 << 30), WalConfig(), 128 << 20),
+        (SegmentConfig(), WalConfig(direct_bundle_size=5000), 5000),
+        (SegmentConfig(), WalConfig(direct_bundle_size=5000, durability="os"), 0),  # only under "fsync"
+    ],
+)
+def test_direct_bundle_size_default_follows_the_segment_target(segment, wal, threshold):
+    assert StoreConfig(segment=segment, wal=wal).direct_bundle_size == threshold
+
+
 @pytest.mark.parametrize("size", [-1, 1.5, True, "1MiB"])
 def test_direct_bundle_size_is_validated(size):
-    with pytest.raises(ConfigError, match=r"wal\.direct_bundle_size must be a whole number of bytes >= 0"):
+    with pytest.raises(ConfigError, match=r"wal\.direct_bundle_size must be None or a whole number of bytes >= 0"):
         WalConfig(direct_bundle_size=size)
 
 
