@@ -20,7 +20,7 @@ work and is reported on its own line), each round in a new store directory. The 
 Run:  .venv/bin/python -m benchmarks.bench_pipeline [--batches 8] [--batch-size 5000] [--rounds 5]
       [--durability fsync|os|none] [--preallocate BYTES] [--direct-bundle-size BYTES] [--dir DIR]
 
-Bundles of ``wal.direct_bundle_size`` (default 1 MiB) Arrow bytes or more skip the WAL and are
+Bundles of ``wal.direct_bundle_size`` (default: an eighth of the segment target, 4 MiB) Arrow bytes or more skip the WAL and are
 acknowledged once their own segment file is durable, so for them the segment write is inside the
 timed loop and the flush has nothing left to do; ``--direct-bundle-size 0`` logs every bundle.
 """
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preallocate", type=int, default=WalConfig().preallocate,
                     help="wal.preallocate bytes of zero tail (0: none; default %(default)s)")
     ap.add_argument("--direct-bundle-size", type=int, default=WalConfig().direct_bundle_size,
-                    help="wal.direct_bundle_size: bundles this large skip the WAL (0: never; default %(default)s)")
+                    help="wal.direct_bundle_size: bundles this large skip the WAL (0: never; default: an eighth of the segment target)")
     ap.add_argument("--dir", default=None, help="directory on the file system to measure (default: a temp dir)")
     args = ap.parse_args(argv)
     config = StoreConfig(wal=WalConfig(durability=args.durability, preallocate=args.preallocate, direct_bundle_size=args.direct_bundle_size))
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"{args.batches} batches of {args.batch_size} root records per signal, {args.rounds} rounds, "
               f"durability {args.durability}, wal.preallocate {args.preallocate}, "
-              f"wal.direct_bundle_size {args.direct_bundle_size}, store in {base}")
+              f"direct_bundle_size {config.direct_bundle_size}, store in {base}")
         print(f"{'signal':8} {'mode':11} {'median ms':>10} {'per batch':>10} {'overhead':>9} {'flush ms':>9}  rounds (ms)")
         for name in args.signals.split(","):
             signal = Signal(name)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush = "-" if mode == "encode" else f"{statistics.median(flushes[mode]):.1f}"
                 rounds = " / ".join(f"{t:.0f}" for t in times[mode])
                 print(f"{name:8} {mode:11} {ms:10.1f} {ms / len(bundles):10.2f} {overhead:>9} {flush:>9}  {rounds}")
-            print(f"{name:8} {direct} of {len(bundles)} bundles skipped the WAL (wal.direct_bundle_size {args.direct_bundle_size})")
+            print(f"{name:8} {direct} of {len(bundles)} bundles skipped the WAL (direct_bundle_size {config.direct_bundle_size})")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
