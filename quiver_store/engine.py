@@ -28,8 +28,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from . import seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
@@ -61,7 +59,6 @@ FINALIZE_POLL = 0.2  # seconds between checks for a failing finalizer while flus
 APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
 APPLY_BATCH = 4  # committed entries that make the next fdatasync wake a busy applier
 FLOOR_RESERVE = 16  # segment numbers reserved per floor write; close gives back the unused ones
-_SCHEMA_CHECK_LIMIT = 4096
 
 
 @dataclass(frozen=True)
@@ -292,7 +289,6 @@ class QuiverStore:
         self._direct_size = cfg.direct_bundle_size
         self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit, before_sync=self._wake_applier)
         self._encoder = BundleEncoder(self.layout)
-        self._schemas: dict[tuple[int, bytes], pa.Schema] = {}
         self._listeners: list[Callable[[SegmentInfo], None]] = []
         # Applier state. One lock, three conditions, so each wake-up reaches only the thread it is for.
         lock = threading.RLock()
@@ -326,7 +322,7 @@ class QuiverStore:
             except QuiverError as exc:
                 self._report(exc, "entry skipped: its CRC is valid but its content is not")
                 continue
-            self._push(("entry", entry.sequence, pos, entry.size, bundle, entry.size))
+            self._push(("entry", entry.sequence, pos, entry.size, bundle, entry.size, None))
             self.stats_counters["replayed_entries"] += 1
         self._wait_applied()
         self.stats_counters["replay_seconds"] = time.perf_counter() - t
@@ -361,7 +357,7 @@ class QuiverStore:
         if not bundle.slots:
             raise QuiverError("cannot ingest a bundle without any slot")
         self.layout.check_slots(bundle.slots)
-        self._check_schemas(bundle)
+        checked, epoch = self._encoder.check(bundle)  # schema vs fingerprint, before anything is logged
         if self._halted is not None:
             raise QuiverError(
                 f"store {self.path} stopped accepting bundles: a logged bundle could not be added to the open "
@@ -372,7 +368,7 @@ class QuiverStore:
             return self._ingest_direct(bundle)
         self._committer.arriving()
         try:
-            bitmap, parts, parts_len = self._encoder.encode(bundle)
+            bitmap, parts, parts_len, sizes = self._encoder.encode(bundle, checked)
             self._hub.before_ingest(parts_len)  # size cap (retention.py); the WAL bytes this bundle adds
             self._admit()
         except BaseException:
@@ -380,7 +376,8 @@ class QuiverStore:
             raise
         ts = bundle.ingestion_time_ns
         assert ts is not None
-        req = self._committer.append(ts, bitmap, parts, parts_len, bundle, announced=True)
+        # The applier's hints: the slots' IPC sizes it would measure again, and the check's epoch.
+        req = self._committer.append(ts, bitmap, parts, parts_len, (bundle, (sizes, epoch)), announced=True)
         pos = req.position
         return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
 
@@ -407,21 +404,6 @@ class QuiverStore:
         req = self._committer.append_direct(ts, size, (bundle, written), announced=True)
         info: SegmentInfo = written.result()
         return BundleReceipt(req.sequence, None, None, ts, info.seq)
-
-    def _check_schemas(self, bundle: RecordBundle) -> None:
-        """Refuse, before anything is logged, a batch whose schema contradicts its fingerprint."""
-        for slot, batch in bundle.slots.items():
-            key = (slot, bundle.fingerprint(slot))
-            known = self._schemas.get(key)
-            if known is None:
-                if len(self._schemas) >= _SCHEMA_CHECK_LIMIT:
-                    self._schemas.clear()
-                self._schemas[key] = batch.schema
-            elif known is not batch.schema and not known.equals(batch.schema, check_metadata=False):
-                raise QuiverError(
-                    f"slot {slot}: schema fingerprint {key[1].hex()[:16]} was first seen with schema\n{known}\n"
-                    f"and now names\n{batch.schema}\na different schema needs a different fingerprint; nothing was written"
-                )
 
     def _admit(self) -> None:
         """Bound the memory of committed-but-unapplied bundles (backpressure when finalize lags)."""
@@ -454,7 +436,8 @@ class QuiverStore:
                     self._inbox.append(("direct", r.sequence, None, n, r.payload, n))
                     direct = True
                 else:
-                    self._inbox.append(("entry", r.sequence, r.position, n, r.payload, n))
+                    bundle, hints = r.payload
+                    self._inbox.append(("entry", r.sequence, r.position, n, bundle, n, hints))
                 self._inbox_bytes += n
             if self._applier_prompt or direct:
                 self._apply_cv.notify()
@@ -536,21 +519,21 @@ class QuiverStore:
     def _apply(self, item: tuple, seg_cfg: Any) -> None:
         kind = item[0]
         if kind == "entry":
-            _, seq, pos, size, bundle, _ = item
+            _, seq, pos, size, bundle, _, hints = item
             if self._halted is not None:
                 return  # stays in the WAL only; replayed on reopen
             if self._open is None:
                 self._start_segment(seq)
             assert self._open is not None
             try:
-                self._open.append(bundle)
+                self._open.append(bundle, *(hints or ()))
             except QuiverError as exc:
                 if self._open.is_empty:
                     raise
                 log.warning("bundle %d conflicts with the open segment (%s); sealing it and starting a new one", seq, exc)
                 self._seal("schema conflict")
                 self._start_segment(seq)
-                self._open.append(bundle)
+                self._open.append(bundle, *(hints or ()))
             self._open_last = seq
             if pos is not None:
                 self._open_end = Position(pos.generation, pos.offset + size)

@@ -357,10 +357,10 @@ def test_a_bundle_the_open_segment_rejects_stops_the_store_and_loses_nothing(tmp
 
     real_append = OpenSegment.append
 
-    def flaky(self, bundle):
+    def flaky(self, bundle, *hints):
         if bundle.slots[0].column(0)[0].as_py() == 3:
             raise RuntimeError("injected accumulator failure")
-        return real_append(self, bundle)
+        return real_append(self, bundle, *hints)
 
     monkeypatch.setattr(OpenSegment, "append", flaky)
     store = QuiverStore.open(tmp_path, QUIET)

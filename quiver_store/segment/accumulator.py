@@ -14,6 +14,7 @@ stream its schema and unified dictionaries once.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -52,12 +53,16 @@ class StreamAccumulator:
     dictionaries: dict[Path, DictionaryUnion] = field(default_factory=dict)
     batch_bytes: int = 0
     dictionary_bytes: int = 0
+    schema_epoch: int | None = None  # the ingest check epoch its first batch was verified in (None: not verified)
 
-    def place(self, batch: pa.RecordBatch) -> int:
+    def place(self, batch: pa.RecordBatch, size: int | None = None) -> int:
         """Record where `batch` goes; return the IPC bytes it adds: its IPC body (record batch
         message size minus metadata and the alignment padding concatenation removes; dictionaries
         are separate messages, written once per stream) plus, when it opens a record batch, that
-        batch's IPC metadata and padding."""
+        batch's IPC metadata and padding.
+
+        `size` is the batch's `pa.ipc.get_record_batch_size` when the caller already knows it (the
+        WAL encoder serialized the very same message)."""
         if self._message_bytes < 0 or (self._message_bytes_rows == 0 and batch.num_rows):
             # one-row metadata (flatbuffers omit zero-valued fields, so an empty batch's is smaller):
             # a one-row batch's size minus ~8 padded bytes per buffer
@@ -66,7 +71,9 @@ class StreamAccumulator:
             self._message_bytes = max(0, pa.ipc.get_record_batch_size(probe) - 8 * buffers * probe.num_rows)
             self._message_bytes_rows = probe.num_rows
             self._padding = 4 * buffers
-        n, size = batch.num_rows, pa.ipc.get_record_batch_size(batch)
+        n = batch.num_rows
+        if size is None:
+            size = pa.ipc.get_record_batch_size(batch)
         added = max(0, size - self._message_bytes - self._padding)
         if (
             not self.batches
@@ -138,20 +145,32 @@ class OpenSegment:
         return tuple(self._manifest)
 
     # -- ingest ------------------------------------------------------------------------------
-    def append(self, bundle: RecordBundle) -> None:
+    def append(self, bundle: RecordBundle, ipc_sizes: Sequence[int | None] | None = None, schema_epoch: int | None = None) -> None:
         """Add one bundle's batches to their streams; raise QuiverError, changing nothing, on a
-        batch whose schema contradicts the stream its (slot, fingerprint) names."""
+        batch whose schema contradicts the stream its (slot, fingerprint) names.
+
+        Hints from the ingest path, both optional: `ipc_sizes`, per slot in ascending order, the
+        batch's IPC message size if known (None: measure it); `schema_epoch`, the epoch of the
+        ingest check (BundleEncoder.check) that verified every batch's schema against the schema
+        its (slot, fingerprint) was first seen with. Two batches verified in one epoch have equal
+        schemas, so a stream opened in that epoch skips the comparison."""
         ts = bundle.ingestion_time_ns
         if not isinstance(ts, int) or isinstance(ts, bool) or not -(1 << 63) <= ts < 1 << 63:
             raise QuiverError(f"bundle ingestion_time_ns must be an int64, got {ts!r}")
         limit = self.config.max_dictionary_size
-        plan: list[tuple[int, bytes, pa.RecordBatch, StreamAccumulator | None, dict[Path, DictionaryUnion]]] = []
-        for slot, batch in bundle.slots.items():
-            fp = bundle.fingerprint(slot)
-            stream = self._current.get((slot, fp))
+        plan: list[tuple[int, bytes, pa.RecordBatch, StreamAccumulator | None, dict[Path, DictionaryUnion], int | None]] = []
+        fingerprint = bundle.fingerprint
+        current = self._current
+        for i, (slot, batch) in enumerate(bundle.slots.items()):
+            fp = fingerprint(slot)
+            size = ipc_sizes[i] if ipc_sizes is not None else None
+            stream = current.get((slot, fp))
             if stream is None:
                 paths = [p for p, _ in dictionary_paths(batch.schema)]
-                plan.append((slot, fp, batch, None, self._start_unions(batch, paths)))
+                plan.append((slot, fp, batch, None, self._start_unions(batch, paths), size))
+                continue
+            if not stream.paths and schema_epoch is not None and stream.schema_epoch == schema_epoch:
+                plan.append((slot, fp, batch, stream, {}, size))  # verified at ingest, no dictionaries
                 continue
             if batch.schema is not stream.schema and not batch.schema.equals(stream.schema, check_metadata=False):
                 raise QuiverError(
@@ -167,20 +186,20 @@ class OpenSegment:
                     union = unions[p] = union.exact()
                     grew_past = grew_past or union.size > max(limit, stream.dictionaries[p].exact().size)
             if grew_past:  # rotate: this chunk starts a fresh stream with the same slot and fingerprint
-                plan.append((slot, fp, batch, None, self._start_unions(batch, stream.paths)))
+                plan.append((slot, fp, batch, None, self._start_unions(batch, stream.paths), size))
             else:
-                plan.append((slot, fp, batch, stream, unions))
+                plan.append((slot, fp, batch, stream, unions, size))
 
         refs = []
-        for slot, fp, batch, target, unions in plan:
+        for slot, fp, batch, target, unions, size in plan:
             stream = target
             if stream is None:
-                stream = StreamAccumulator(len(self._streams), slot, fp, batch.schema, list(unions))
+                stream = StreamAccumulator(len(self._streams), slot, fp, batch.schema, list(unions), schema_epoch=schema_epoch)
                 self._streams.append(stream)
                 self._current[(slot, fp)] = stream
                 self.serialized_size += stream.serialized_size
             before = stream.batch_bytes + stream.dictionary_bytes
-            stream.batch_bytes += stream.place(batch)
+            stream.batch_bytes += stream.place(batch, size)
             if unions:
                 if any(unions[p] is not stream.dictionaries.get(p) for p in unions):
                     stream.dictionary_bytes = _dictionary_bytes(unions)

@@ -10,62 +10,106 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..bundle import RecordBundle
-from ..errors import CorruptionError
+from ..errors import CorruptionError, QuiverError
 from ..layout import Layout
 from .format import SLOT_META, SLOT_META_LEN, Entry
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+EOS_LEN = len(EOS)
 _SCHEMA_CACHE_LIMIT = 4096
+
+# Per present slot, in ascending slot order: (slot, fingerprint, batch, cached schema message or None).
+Checked = list[tuple[int, bytes, pa.RecordBatch, bytes | None]]
+
+
+def _schema_message(schema: pa.Schema) -> bytes | None:
+    """The schema's IPC message when the fast path can use it (no dictionary or nested field)."""
+    if any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema):
+        return None
+    return schema.serialize().to_pybytes()
 
 
 class BundleEncoder:
-    """Serializes bundles into the slot-block section of a WAL entry."""
+    """Checks bundles against the schemas their fingerprints name and serializes them into the
+    slot-block section of a WAL entry.
+
+    One cache, keyed by (slot, fingerprint), serves both: the schema last seen under that key and
+    its serialized message. A batch whose schema is that very object costs one `is` test; an equal
+    one (metadata included) one `equals`, which proves both the fingerprint contract and that the
+    cached message is its own.
+
+    `epoch` counts cache resets: every schema accepted within one epoch under a (slot, fingerprint)
+    equals (metadata aside) the first one accepted under it, so the open segment need not compare
+    two batches verified in the same epoch again (OpenSegment.append's `schema_epoch`).
+    """
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._schemas: dict[bytes, tuple[pa.Schema, bytes | None]] = {}
+        self._known: dict[tuple[int, bytes], tuple[pa.Schema, bytes | None]] = {}
+        self.epoch = 0
 
-    def _schema_bytes(self, fingerprint: bytes, schema: pa.Schema) -> bytes | None:
-        hit = self._schemas.get(fingerprint)
-        if hit is not None and (hit[0] is schema or hit[0].equals(schema, check_metadata=True)):
-            return hit[1]
-        plain = not any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema)
-        data = schema.serialize().to_pybytes() if plain else None
-        if len(self._schemas) >= _SCHEMA_CACHE_LIMIT:
-            self._schemas.clear()
-        self._schemas[fingerprint] = (schema, data)
-        return data
-
-    def payload(self, fingerprint: bytes, batch: pa.RecordBatch) -> tuple[list, int]:
-        """The slot's IPC stream as buffers (schema message, batch message, end-of-stream), no joins,
-        and its length."""
-        head = self._schema_bytes(fingerprint, batch.schema)
-        if head is not None:
-            body = batch.serialize()
-            return [head, body, EOS], len(head) + body.size + len(EOS)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        stream = sink.getvalue()
-        return [stream], stream.size
-
-    def encode(self, bundle: RecordBundle) -> tuple[int, list, int]:
-        """(slot bitmap, slot blocks in ascending slot order as buffers, their total length)."""
-        parts: list = []
-        total = 0
-        type_id = self.layout.payload_type_id
+    def check(self, bundle: RecordBundle) -> tuple[Checked, int | None]:
+        """Refuse (QuiverError, nothing logged) a batch whose schema contradicts its fingerprint:
+        the schema first seen with the same (slot, fingerprint), metadata aside. Returns the
+        per-slot result for `encode` and the epoch every slot was verified in (None if the cache
+        was reset part-way)."""
+        epoch = self.epoch
+        known_schemas = self._known
         fingerprint = bundle.fingerprint
+        out: Checked = []
         for slot, batch in bundle.slots.items():  # RecordBundle keeps slots sorted
             fp = fingerprint(slot)
-            payload, plen = self.payload(fp, batch)
-            parts.append(SLOT_META.pack(type_id(slot), fp, batch.num_rows, plen))
-            parts += payload
+            key = (slot, fp)
+            schema = batch.schema
+            known = known_schemas.get(key)
+            if known is not None and (known[0] is schema or known[0].equals(schema, check_metadata=True)):
+                out.append((slot, fp, batch, known[1]))
+                continue
+            if known is not None and not known[0].equals(schema, check_metadata=False):
+                raise QuiverError(
+                    f"slot {slot}: schema fingerprint {fp.hex()[:16]} was first seen with schema\n{known[0]}\n"
+                    f"and now names\n{schema}\na different schema needs a different fingerprint; nothing was written"
+                )
+            if known is None and len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
+                known_schemas.clear()
+                self.epoch += 1
+            head = _schema_message(schema)
+            known_schemas[key] = (schema, head)  # metadata may differ from the previous holder's
+            out.append((slot, fp, batch, head))
+        return out, epoch if self.epoch == epoch else None
+
+    def encode(self, bundle: RecordBundle, checked: Checked | None = None) -> tuple[int, list, int, list[int | None]]:
+        """(slot bitmap, slot blocks in ascending slot order as buffers, their total length, and per
+        slot the record batch's IPC message size, `pa.ipc.get_record_batch_size`, where it was
+        serialized alone (None for batches with dictionaries)).
+
+        `checked` is `check(bundle)`'s result when the caller already ran it."""
+        parts: list = []
+        sizes: list[int | None] = []
+        total = 0
+        type_id = self.layout.payload_type_id
+        pack = SLOT_META.pack
+        for slot, fp, batch, head in checked if checked is not None else self.check(bundle)[0]:
+            if head is not None:  # [schema message, batch message, end-of-stream]: a valid IPC stream
+                body = batch.serialize()
+                size = body.size
+                sizes.append(size)
+                plen = len(head) + size + EOS_LEN
+                parts += (pack(type_id(slot), fp, batch.num_rows, plen), head, body, EOS)
+            else:  # dictionaries: the stream writer emits their messages
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, batch.schema) as writer:
+                    writer.write_batch(batch)
+                stream = sink.getvalue()
+                sizes.append(None)
+                plen = stream.size
+                parts += (pack(type_id(slot), fp, batch.num_rows, plen), stream)
             total += plen + SLOT_META_LEN
-        return bundle.slot_bitmap, parts, total
+        return bundle.slot_bitmap, parts, total, sizes
 
     def encode_bytes(self, bundle: RecordBundle) -> tuple[int, bytes]:
         """(slot bitmap, slot blocks joined): for tools and tests that build frames by hand."""
-        bitmap, parts, _ = self.encode(bundle)
+        bitmap, parts, _, _ = self.encode(bundle)
         return bitmap, b"".join(bytes(p) for p in parts)
 
 

@@ -49,12 +49,10 @@ def decode_header(data: bytes, path: str) -> FileHeader:
 
 
 def entry_parts(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, parts: list, parts_len: int) -> list:
-    """A whole frame as buffers for a gather write: u32 entry_len | entry header | slot blocks | u32 crc32c."""
-    head = ENTRY_HEAD.pack(entry_type, ts_nanos, sequence, bitmap)
-    crc = crc32c.crc32c(head)
-    for part in parts:
-        crc = crc32c.crc32c(part, crc)
-    return [LEN.pack(len(head) + parts_len) + head, *parts, CRC.pack(crc)]
+    """A whole frame as three buffers for a gather write: u32 entry_len | entry header + slot blocks
+    (joined: one copy, then one CRC call and one iovec instead of one per part) | u32 crc32c."""
+    body = b"".join((ENTRY_HEAD.pack(entry_type, ts_nanos, sequence, bitmap), *parts))
+    return [LEN.pack(ENTRY_HEAD_LEN + parts_len), body, CRC.pack(crc32c.crc32c(body))]
 
 
 def encode_entry(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, slots_bytes: bytes) -> bytes:
