@@ -152,15 +152,23 @@ class GroupCommitter:
 
     def _write(self, logged: list[Pending], sync: bool) -> None:
         """One gather write (and fdatasync) of the group's frames; positions and counters."""
-        frames = [r.frame for r in logged if r.frame is not None]
-        positions = self.writer.append(frames, [r.size for r in logged], sync=sync, before_sync=self.before_sync)
-        for r, p in zip(logged, positions):
-            r.position = p
         n = len(logged)
+        if n == 1:  # the single producer's case: no list building
+            r = logged[0]
+            assert r.frame is not None  # `logged` holds written entries only
+            (r.position,) = self.writer.append((r.frame,), (r.size,), sync=sync, before_sync=self.before_sync)
+            written = r.size
+        else:
+            sizes = [r.size for r in logged]
+            frames = [r.frame for r in logged if r.frame is not None]
+            positions = self.writer.append(frames, sizes, sync=sync, before_sync=self.before_sync)
+            for r, p in zip(logged, positions):
+                r.position = p
+            written = sum(sizes)
         stats = self.stats
         stats["commits"] += 1
         stats["entries"] += n
-        stats["bytes_written"] += sum(r.size for r in logged) if n > 1 else logged[0].size
+        stats["bytes_written"] += written
         if n > stats["max_group"]:
             stats["max_group"] = n
         self.group_sizes[n] = self.group_sizes.get(n, 0) + 1
