@@ -1,6 +1,6 @@
 """CPU cost of one `QuiverStore.ingest` of a small bundle, by step, insensitive to disk noise.
 
-    .venv/bin/python -m benchmarks.ingest_cpu [--bundles N] [--rounds R] [--dir DIR]
+    .venv/bin/python -m benchmarks.ingest_cpu [--bundles N] [--rounds R] [--threads T] [--dir DIR]
 
 The bundles are bench_store's `small_bundles` (4 slots x 100 rows, OTAP-log shaped), built before
 timing as bench_store does (so they are cold in cache). Each round opens a fresh store and ingests
@@ -12,6 +12,10 @@ them from one producer, twice:
   bundle (around its `_apply` of each entry), both independent of how long the fdatasync waits.
 - "nosync": a FileSystem whose fdatasync is a no-op (measurement only): wall time per ingest, the
   Python cost with the disk taken out.
+
+Then the same bundles from T producer threads (default 8), with each file system: the process's
+CPU time per bundle (every thread: producers, applier, finalizer, preallocator), which is what
+bounds the many-producer rate on two cores, and bundles/s.
 
 Per-step figures (producer CPU time, per ingest) come from wrappers around the store's own steps;
 each wrapper costs about 0.5 us (two clock reads), included in its step. A step the tree does not
@@ -25,6 +29,7 @@ import collections
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -144,10 +149,41 @@ def one_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, warm:
     }
 
 
+def many_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, threads: int) -> tuple[float, float, float]:
+    """(process CPU us per bundle, bundles/s, bundles per fdatasync) for `threads` producers."""
+    path = tempfile.mkdtemp(prefix="ingest-cpu-", dir=directory)
+    try:
+        with QuiverStore.open(path, store_config(), fs=fs) as store:
+            per = len(bundles) // threads
+            start = threading.Barrier(threads + 1)
+
+            def run(k: int) -> None:
+                start.wait()
+                for b in bundles[k * per : (k + 1) * per]:
+                    store.ingest(b)
+
+            workers = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
+            for w in workers:
+                w.start()
+            cpu = time.process_time_ns()
+            start.wait()
+            t = time.perf_counter()
+            for w in workers:
+                w.join()
+            elapsed = time.perf_counter() - t
+            cpu = time.process_time_ns() - cpu
+            stats = store.stats()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    n = per * threads
+    return cpu / n / 1e3, n / elapsed, stats["entries"] / max(stats["fsyncs"], 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundles", type=int, default=3000, help="bundles per round (default 3000; 100 of them warm-up)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=8, help="producer threads of the many-producer rows (0: skip them)")
     ap.add_argument("--dir", default=None, help="directory for the stores (default: a temp dir)")
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="ingest-cpu-", dir=args.dir)
@@ -165,6 +201,13 @@ def main() -> None:
                 )
                 for name, us in res["steps"].items():
                     print(f"    {name:28s} {us:6.1f} us")
+            for label, fs in (("fsync", FileSystem()), ("nosync", NoSyncFS())) if args.threads else ():
+                bundles = small_bundles(args.bundles, seed=r + 1)
+                cpu, rate, group = many_round(base, bundles, fs, args.threads)
+                print(
+                    f"round {r + 1} {label:6s}, {args.threads} producers: process CPU {cpu:6.1f} us/bundle, "
+                    f"{rate:,.0f} bundles/s, {group:.1f} bundles per fdatasync"
+                )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
