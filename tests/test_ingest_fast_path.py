@@ -59,16 +59,26 @@ def test_hinted_append_predicts_the_same_size_as_a_measured_one(lengths):
     assert [s.placements for s in hinted.streams] == [s.placements for s in measured.streams]
 
 
-def test_check_refuses_a_contradicting_schema_and_accepts_new_metadata():
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "dictionary"])
+def test_check_refuses_a_contradicting_schema_and_accepts_new_metadata(keyed):
+    def make(**kw) -> pa.RecordBatch:
+        b = batch(3, **kw)
+        return b.add_column(0, "k", pa.array(["a", "b", "a"]).dictionary_encode()) if keyed else b
+
     enc = BundleEncoder(DEFAULT_LAYOUT)
-    first = RecordBundle({0: batch(3)}, {0: FP})
-    (_, _, _, head), = enc.check(first)[0]
-    assert head == batch(3).schema.serialize().to_pybytes()
+    ((_, _, _, head),), _ = enc.check(RecordBundle({0: make()}, {0: FP}))
+    assert (head is None) if keyed else head.to_pybytes() == make().schema.serialize().to_pybytes()
+    ((_, _, _, again),), _ = enc.check(RecordBundle({0: make()}, {0: FP}))  # another, equal schema object
+    assert again is head
     with pytest.raises(QuiverError, match=r"(?s)slot 0: schema fingerprint 6666666666666666 was first seen .*severity: int32.*different fingerprint"):
-        enc.check(RecordBundle({0: batch(3, extra=True)}, {0: FP}))
-    relabeled = RecordBundle({0: batch(3, meta={b"k": b"v"})}, {0: FP})
-    (_, _, _, head), = enc.check(relabeled)[0]
-    assert head == relabeled.slots[0].schema.serialize().to_pybytes()  # its own metadata, not the cached one
+        enc.check(RecordBundle({0: make(extra=True)}, {0: FP}))
+    relabeled = RecordBundle({0: make(meta={b"k": b"v"})}, {0: FP})
+    ((_, _, _, head),), _ = enc.check(relabeled)
+    if not keyed:  # its own metadata, not the cached message
+        assert head.to_pybytes() == relabeled.slots[0].schema.serialize().to_pybytes()
+    _, parts, _, _ = enc.encode(relabeled)
+    stream = pa.ipc.open_stream(pa.py_buffer(b"".join(bytes(p) for p in parts[1:])))
+    assert stream.schema.metadata == {b"k": b"v"}
 
 
 def test_epoch_is_none_when_the_cache_resets_mid_bundle(monkeypatch):

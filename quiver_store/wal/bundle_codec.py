@@ -18,15 +18,13 @@ EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 EOS_LEN = len(EOS)
 _SCHEMA_CACHE_LIMIT = 4096
 
-# Per present slot, in ascending slot order: (slot, fingerprint, batch, cached schema message or None).
-Checked = list[tuple[int, bytes, pa.RecordBatch, bytes | None]]
+# Per present slot, in ascending slot order: (slot, fingerprint, batch, its schema message or None).
+Checked = list[tuple[int, bytes, pa.RecordBatch, pa.Buffer | None]]
 
 
-def _schema_message(schema: pa.Schema) -> bytes | None:
-    """The schema's IPC message when the fast path can use it (no dictionary or nested field)."""
-    if any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema):
-        return None
-    return schema.serialize().to_pybytes()
+def _plain(schema: pa.Schema) -> bool:
+    """Can the fast path write it (no dictionary or nested field, so no dictionary messages)?"""
+    return not any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema)
 
 
 class BundleEncoder:
@@ -34,9 +32,11 @@ class BundleEncoder:
     slot-block section of a WAL entry.
 
     One cache, keyed by (slot, fingerprint), serves both: the schema last seen under that key and
-    its serialized message. A batch whose schema is that very object costs one `is` test; an equal
-    one (metadata included) one `equals`, which proves both the fingerprint contract and that the
-    cached message is its own.
+    its serialized message. A batch whose schema is that very object costs one `is` test. Another
+    schema object of a plain (fast-path) schema is serialized and its message compared with the
+    cached one: equal bytes prove both the fingerprint contract and that the message is its own,
+    at about two thirds of the cost of `Schema.equals` on a schema seen for the first time (which
+    computes its fingerprint). Only when the bytes differ does `equals` (metadata aside) decide.
 
     `epoch` counts cache resets: every schema accepted within one epoch under a (slot, fingerprint)
     equals (metadata aside) the first one accepted under it, so the open segment need not compare
@@ -45,7 +45,7 @@ class BundleEncoder:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._known: dict[tuple[int, bytes], tuple[pa.Schema, bytes | None]] = {}
+        self._known: dict[tuple[int, bytes], tuple[pa.Schema, pa.Buffer | None]] = {}
         self.epoch = 0
 
     def check(self, bundle: RecordBundle) -> tuple[Checked, int | None]:
@@ -62,18 +62,31 @@ class BundleEncoder:
             key = (slot, fp)
             schema = batch.schema
             known = known_schemas.get(key)
-            if known is not None and (known[0] is schema or known[0].equals(schema, check_metadata=True)):
-                out.append((slot, fp, batch, known[1]))
-                continue
-            if known is not None and not known[0].equals(schema, check_metadata=False):
-                raise QuiverError(
-                    f"slot {slot}: schema fingerprint {fp.hex()[:16]} was first seen with schema\n{known[0]}\n"
-                    f"and now names\n{schema}\na different schema needs a different fingerprint; nothing was written"
-                )
-            if known is None and len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
+            head: pa.Buffer | None = None
+            if known is not None:
+                if known[0] is schema:
+                    out.append((slot, fp, batch, known[1]))
+                    continue
+                if known[1] is not None:  # plain: compare messages
+                    head = schema.serialize()
+                    if head.equals(known[1]):
+                        out.append((slot, fp, batch, known[1]))
+                        continue
+                elif known[0].equals(schema, check_metadata=True):
+                    out.append((slot, fp, batch, None))
+                    continue
+                if not known[0].equals(schema, check_metadata=False):
+                    raise QuiverError(
+                        f"slot {slot}: schema fingerprint {fp.hex()[:16]} was first seen with schema\n{known[0]}\n"
+                        f"and now names\n{schema}\na different schema needs a different fingerprint; nothing was written"
+                    )
+            elif len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
                 known_schemas.clear()
                 self.epoch += 1
-            head = _schema_message(schema)
+            if not _plain(schema):
+                head = None
+            elif head is None:
+                head = schema.serialize()
             known_schemas[key] = (schema, head)  # metadata may differ from the previous holder's
             out.append((slot, fp, batch, head))
         return out, epoch if self.epoch == epoch else None
@@ -94,7 +107,7 @@ class BundleEncoder:
                 body = batch.serialize()
                 size = body.size
                 sizes.append(size)
-                plen = len(head) + size + EOS_LEN
+                plen = head.size + size + EOS_LEN
                 parts += (pack(type_id(slot), fp, batch.num_rows, plen), head, body, EOS)
             else:  # dictionaries: the stream writer emits their messages
                 sink = pa.BufferOutputStream()
