@@ -32,11 +32,10 @@ class BundleEncoder:
     slot-block section of a WAL entry.
 
     One cache, keyed by (slot, fingerprint), serves both: the schema last seen under that key and
-    its serialized message. A batch whose schema is that very object costs one `is` test. Another
-    schema object of a plain (fast-path) schema is serialized and its message compared with the
-    cached one: equal bytes prove both the fingerprint contract and that the message is its own,
-    at about two thirds of the cost of `Schema.equals` on a schema seen for the first time (which
-    computes its fingerprint). Only when the bytes differ does `equals` (metadata aside) decide.
+    its serialized message. A batch whose schema is that very object costs one `is` test; an equal
+    one (metadata included) one `equals`, which proves both the fingerprint contract and that the
+    cached message is its own. (Serializing the schema and comparing messages costs less CPU, but
+    both calls release the GIL: with 8 producers that added 2-4 context switches per bundle.)
 
     `epoch` counts cache resets: every schema accepted within one epoch under a (slot, fingerprint)
     equals (metadata aside) the first one accepted under it, so the open segment need not compare
@@ -62,18 +61,9 @@ class BundleEncoder:
             key = (slot, fp)
             schema = batch.schema
             known = known_schemas.get(key)
-            head: pa.Buffer | None = None
             if known is not None:
-                if known[0] is schema:
+                if known[0] is schema or known[0].equals(schema, check_metadata=True):
                     out.append((slot, fp, batch, known[1]))
-                    continue
-                if known[1] is not None:  # plain: compare messages
-                    head = schema.serialize()
-                    if head.equals(known[1]):
-                        out.append((slot, fp, batch, known[1]))
-                        continue
-                elif known[0].equals(schema, check_metadata=True):
-                    out.append((slot, fp, batch, None))
                     continue
                 if not known[0].equals(schema, check_metadata=False):
                     raise QuiverError(
@@ -83,10 +73,7 @@ class BundleEncoder:
             elif len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
                 known_schemas.clear()
                 self.epoch += 1
-            if not _plain(schema):
-                head = None
-            elif head is None:
-                head = schema.serialize()
+            head = schema.serialize() if _plain(schema) else None
             known_schemas[key] = (schema, head)  # metadata may differ from the previous holder's
             out.append((slot, fp, batch, head))
         return out, epoch if self.epoch == epoch else None
