@@ -83,7 +83,7 @@ class GroupCommitter:
     def cancel_arrival(self) -> None:
         with self._cond:
             self._arriving -= 1
-            if self._gathering:
+            if self._gathering and not self._arriving:  # it waits for all of them: wake it once
                 self._gather.notify()
 
     def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any, *, announced: bool = False) -> Pending:
@@ -120,7 +120,7 @@ class GroupCommitter:
         """Called holding the lock: the next sequence number (after the producer's announcement)."""
         if announced:
             self._arriving -= 1
-            if self._gathering:
+            if self._gathering and not self._arriving:  # it waits for all of them: wake it once
                 self._gather.notify()
         if self._failed is not None:
             raise QuiverError(
