@@ -140,3 +140,25 @@ def test_joined_frame_is_the_documented_layout():
     raw = b"".join(bytes(p) for p in frame)
     head = ENTRY_HEAD.pack(0, 7, 9, 5)
     assert raw == LEN.pack(len(head) + 9) + head + b"abcdefghi" + CRC.pack(crc32c.crc32c(head + b"abcdefghi"))
+
+
+def test_two_producers_claiming_a_fingerprint_at_once_cannot_both_win(monkeypatch):
+    """Serializing the schema releases the GIL: another producer may claim the same (slot,
+    fingerprint) with a contradicting schema meanwhile. The first claim stands, the second is refused."""
+    enc = BundleEncoder(DEFAULT_LAYOUT)
+    real_plain = bundle_codec._plain
+    rival = RecordBundle({0: batch(2, extra=True)}, {0: FP})
+    calls = []
+
+    def interleaved(schema):
+        if not calls:
+            calls.append(schema)
+            enc.check(rival)  # the other producer gets in between
+        return real_plain(schema)
+
+    monkeypatch.setattr(bundle_codec, "_plain", interleaved)
+    with pytest.raises(QuiverError, match=r"(?s)slot 0: schema fingerprint 6666666666666666 was first seen .*severity: int32"):
+        enc.check(RecordBundle({0: batch(2)}, {0: FP}))
+    monkeypatch.setattr(bundle_codec, "_plain", real_plain)
+    ((_, _, b, _),), _ = enc.check(RecordBundle({0: batch(3, extra=True)}, {0: FP}))
+    assert b.num_columns == 3  # the rival's schema holds the key

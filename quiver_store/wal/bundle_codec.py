@@ -7,6 +7,8 @@ columns go through `pyarrow.ipc.new_stream`, which emits their dictionary messag
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 
 from ..bundle import RecordBundle
@@ -45,6 +47,7 @@ class BundleEncoder:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self._known: dict[tuple[int, bytes], tuple[pa.Schema, pa.Buffer | None]] = {}
+        self._claim = threading.Lock()  # serializes changes to _known (hits only read it)
         self.epoch = 0
 
     def check(self, bundle: RecordBundle) -> tuple[Checked, int | None]:
@@ -61,20 +64,21 @@ class BundleEncoder:
             key = (slot, fp)
             schema = batch.schema
             known = known_schemas.get(key)
-            if known is not None:
-                if known[0] is schema or known[0].equals(schema, check_metadata=True):
-                    out.append((slot, fp, batch, known[1]))
-                    continue
-                if not known[0].equals(schema, check_metadata=False):
+            if known is not None and (known[0] is schema or known[0].equals(schema, check_metadata=True)):
+                out.append((slot, fp, batch, known[1]))
+                continue
+            head = schema.serialize() if _plain(schema) else None  # (releases the GIL)
+            with self._claim:  # first sight or new metadata: one producer at a time, against the current entry
+                current = known_schemas.get(key)
+                if current is not None and current[0] is not schema and not current[0].equals(schema, check_metadata=False):
                     raise QuiverError(
-                        f"slot {slot}: schema fingerprint {fp.hex()[:16]} was first seen with schema\n{known[0]}\n"
+                        f"slot {slot}: schema fingerprint {fp.hex()[:16]} was first seen with schema\n{current[0]}\n"
                         f"and now names\n{schema}\na different schema needs a different fingerprint; nothing was written"
                     )
-            elif len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
-                known_schemas.clear()
-                self.epoch += 1
-            head = schema.serialize() if _plain(schema) else None
-            known_schemas[key] = (schema, head)  # metadata may differ from the previous holder's
+                if current is None and len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
+                    known_schemas.clear()
+                    self.epoch += 1
+                known_schemas[key] = (schema, head)  # metadata may differ from the previous holder's
             out.append((slot, fp, batch, head))
         return out, epoch if self.epoch == epoch else None
 
