@@ -14,8 +14,10 @@ them from one producer, twice:
   Python cost with the disk taken out.
 
 Then the same bundles from T producer threads (default 8), with each file system: the process's
-CPU time per bundle (every thread: producers, applier, finalizer, preallocator), which is what
-bounds the many-producer rate on two cores, and bundles/s.
+CPU time per bundle, user and system (every thread: producers, applier, finalizer, preallocator),
+which is what bounds the many-producer rate on two cores; bundles/s; and the producers' voluntary
+context switches per bundle (sleeps: GIL hand-offs around pyarrow calls that release it, lock and
+commit waits, I/O), the source of most of the system time.
 
 Per-step figures (producer CPU time, per ingest) come from wrappers around the store's own steps;
 each wrapper costs about 0.5 us (two clock reads), included in its step. A step the tree does not
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import statistics
 import tempfile
@@ -149,9 +152,21 @@ def one_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, warm:
     }
 
 
-def many_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, threads: int) -> tuple[float, float, float]:
-    """(process CPU us per bundle, bundles/s, bundles per fdatasync) for `threads` producers."""
+def context_switches() -> int:
+    """Voluntary context switches of the calling thread so far (Linux; 0 elsewhere)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def many_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, threads: int) -> dict[str, float]:
+    """Process CPU (user, system) per bundle, bundles/s, bundles per fdatasync and the producers'
+    voluntary context switches per bundle (each one a sleep: GIL hand-offs, lock and commit waits,
+    I/O) for `threads` producers."""
     path = tempfile.mkdtemp(prefix="ingest-cpu-", dir=directory)
+    switches = [0] * threads
     try:
         with QuiverStore.open(path, store_config(), fs=fs) as store:
             per = len(bundles) // threads
@@ -159,24 +174,32 @@ def many_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, thre
 
             def run(k: int) -> None:
                 start.wait()
+                before = context_switches()
                 for b in bundles[k * per : (k + 1) * per]:
                     store.ingest(b)
+                switches[k] = context_switches() - before
 
             workers = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
             for w in workers:
                 w.start()
-            cpu = time.process_time_ns()
+            cpu = os.times()
             start.wait()
             t = time.perf_counter()
             for w in workers:
                 w.join()
             elapsed = time.perf_counter() - t
-            cpu = time.process_time_ns() - cpu
+            end = os.times()
             stats = store.stats()
     finally:
         shutil.rmtree(path, ignore_errors=True)
     n = per * threads
-    return cpu / n / 1e3, n / elapsed, stats["entries"] / max(stats["fsyncs"], 1)
+    return {
+        "user": (end.user - cpu.user) / n * 1e6,
+        "system": (end.system - cpu.system) / n * 1e6,
+        "rate": n / elapsed,
+        "group": stats["entries"] / max(stats["fsyncs"], 1),
+        "switches": sum(switches) / n,
+    }
 
 
 def main() -> None:
@@ -203,10 +226,11 @@ def main() -> None:
                     print(f"    {name:28s} {us:6.1f} us")
             for label, fs in (("fsync", FileSystem()), ("nosync", NoSyncFS())) if args.threads else ():
                 bundles = small_bundles(args.bundles, seed=r + 1)
-                cpu, rate, group = many_round(base, bundles, fs, args.threads)
+                m = many_round(base, bundles, fs, args.threads)
                 print(
-                    f"round {r + 1} {label:6s}, {args.threads} producers: process CPU {cpu:6.1f} us/bundle, "
-                    f"{rate:,.0f} bundles/s, {group:.1f} bundles per fdatasync"
+                    f"round {r + 1} {label:6s}, {args.threads} producers: process CPU {m['user'] + m['system']:6.1f} us/bundle "
+                    f"(user {m['user']:.0f}, system {m['system']:.0f}), {m['rate']:,.0f} bundles/s, "
+                    f"{m['group']:.1f} bundles per fdatasync, {m['switches']:.1f} voluntary context switches per bundle"
                 )
     finally:
         shutil.rmtree(base, ignore_errors=True)
