@@ -267,10 +267,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller workloads (smoke run, figures not for the docs)")
     ap.add_argument("--single", action="store_true", help="only the single-producer rows (probes and ingest), for before/after runs")
     ap.add_argument("--large", action="store_true", help="only dd and the large-bundle rows (direct and through the WAL)")
+    ap.add_argument("--small", action="store_true", help="only the small-bundle rows: 1 producer (with the probes) and 8 producers")
     args = ap.parse_args()
     console = Console()
     base = tempfile.mkdtemp(prefix="quiver-bench-", dir=args.dir)
     q = args.quick
+    do_single = not args.large
+    do_multi = not (args.single or args.large)
+    do_large = not (args.single or args.small)
+    do_rest = not (args.single or args.large or args.small)
     table = Table(title="Quiver store (one run)")
     for col in ("measurement", "result", "target", "met"):
         table.add_column(col)
@@ -286,7 +291,7 @@ def main() -> None:
         small = small_bundles(n_small)
         console.print(f"[bold]Quiver store benchmark[/bold] in {base} (fsync on, group commit)")
         rounds = 3 if q else 5
-        if not args.large:
+        if do_single:
             sync_lat, over_lat, single_rates, single_lat, single_stats = single_producer(base, small, rounds, 100 if q else 300)
             lat_fsync, lat_over = statistics.median(sync_lat), statistics.median(over_lat)
             single_bps = statistics.median(single_rates)
@@ -296,12 +301,12 @@ def main() -> None:
             row(f"  overwrite probe (4 KiB over synced zeros + fdatasync), median of {rounds}", f"{lat_over * 1e6:.0f} us -> bound {1 / lat_over:.0f}/s ({us(over_lat)})", "-", None)
             row("1 producer, 4-slot 100-row bundles", f"{single_bps:.0f} bundles/s ({single_ratio:.0%} of the append bound, {over_ratio:.0%} of the overwrite bound; medians per round)", "80% of 1/fdatasync", single_ratio >= 0.8)
             row("  ingest latency p50 / p99", f"{pct(single_lat, 50) * 1e3:.3f} / {pct(single_lat, 99) * 1e3:.3f} ms", "-", None)
-        if not args.single and not args.large:
+        if do_multi:
             multi_bps, multi_lat, multi_stats = many_producers(base, small, 8)
             per_group = multi_stats["entries"] / max(multi_stats["fsyncs"], 1)
             row("8 producer threads, same bundles", f"{multi_bps:.0f} bundles/s ({per_group:.1f} bundles per fdatasync)", ">= 5000/s", multi_bps >= 5000)
             row("  ingest latency p50 / p99", f"{pct(multi_lat, 50) * 1e3:.3f} / {pct(multi_lat, 99) * 1e3:.3f} ms", "-", None)
-        if not args.single:
+        if do_large:
             big = large_bundles(16 if q else 64, 4 * MiB)
             dd_runs: list[float] = []
             runs: dict[tuple[int, bool], list[float]] = {(t, d): [] for d in (True, False) for t in (1, 4)}
@@ -322,24 +327,24 @@ def main() -> None:
                 )
                 ok = mbs >= 0.6 * dd_mbs if direct else None
                 row(name, f"{mbs:.0f} MB/s ({mbs / dd_mbs:.0%} of dd; {', '.join(f'{x:.0f}' for x in results)})", ">= 60% of dd" if direct else "-", ok)
-        if not args.single and not args.large:
+        if do_rest:
             replay_s, replay_bytes, replayed = replay_time(base, small[:500], (16 if q else 128) * MiB)
             open_s, open_meta_s = open_many_segments(base, 100 if q else 1000, small)
             row(f"WAL replay, {replay_bytes / MiB:.0f} MiB ({replayed} entries)", f"{replay_s:.2f} s", "<= 3 s (128 MiB)", replay_s <= 3.0)
             row(f"open a store of {100 if q else 1000} segments", f"{open_s:.3f} s (+ metadata of all: {open_meta_s:.3f} s)", "<= 1 s", open_s <= 1.0)
         console.print(table)
-        if not args.large:
+        if do_single:
             console.print(
                 f"single producer per round: {', '.join(f'{x:.0f}' for x in single_rates)} bundles/s; "
                 f"{single_stats['fsyncs']} fdatasyncs for {single_stats['entries']} entries; "
                 f"{single_stats.get('preallocated_bytes', 0) / MiB:.1f} MiB of WAL zero-filled ahead"
             )
-        if not args.single and not args.large:
+        if do_multi:
             console.print(
                 f"8 threads: {multi_stats['fsyncs']} fdatasyncs for {multi_stats['entries']} entries; group sizes "
                 f"{dict(list(multi_stats['group_commit_sizes'].items())[:12])}"
             )
-        if not args.single:
+        if do_large:
             console.print(f"dd command: {dd_cmd}")
             console.print(
                 f"large, 4 producers, direct: {large_stats['direct_bundles']} direct bundles, {large_stats['segments_written']} segments, "
