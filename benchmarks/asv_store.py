@@ -1,4 +1,5 @@
-"""asv benchmarks of the Quiver store: group-committed ingest, WAL replay, opening many segments.
+"""asv benchmarks of the Quiver store: group-committed ingest, large bundles written once or
+logged, WAL replay, opening many segments.
 
 The headline figures (against fdatasync latency and dd, in one run) come from bench_store.py;
 these track regressions between commits.
@@ -10,7 +11,7 @@ import shutil
 import tempfile
 import threading
 
-from benchmarks.bench_store import small_bundles, store_config
+from benchmarks.bench_store import MiB, large_bundles, small_bundles, store_config
 from quiver_store import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 
 _BUNDLES = small_bundles(400)
@@ -62,6 +63,28 @@ class SingleProducerPreallocate:
     def time_single_producer(self, preallocate: int) -> None:
         for b in _BUNDLES:
             self.store.ingest(b)
+
+
+class LargeBundles:
+    """8 bundles of 4 MiB until `flush()`: each a segment file of its own (the default,
+    `direct_bundle_size` 4 MiB) or logged and then written into a segment (0: direct off)."""
+
+    params = [None, 0]
+    param_names = ["wal_direct_bundle_size"]
+
+    def setup(self, direct: int | None) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asv-quiver-")
+        self.bundles = large_bundles(8, 4 * MiB)
+        self.store = QuiverStore.open(self.dir, store_config(direct_bundle_size=direct))
+
+    def teardown(self, direct: int | None) -> None:
+        self.store._abandon()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_ingest_and_flush(self, direct: int | None) -> None:
+        for b in self.bundles:
+            self.store.ingest(b)
+        self.store.flush()
 
 
 class Replay:
