@@ -190,7 +190,7 @@ def large_ingest(directory: str, bundles: list[RecordBundle], threads: int, dire
     """
     cfg = StoreConfig(
         segment=SegmentConfig(target_size=32 * MiB, max_open_duration=3600.0),
-        wal=WalConfig(max_size=4 << 30, max_chunks=64, **({} if direct else {"direct_bundle_size": 0})),  # type: ignore[arg-type]
+        wal=WalConfig(max_size=4 << 30, max_chunks=64, direct_bundle_size=None if direct else 0),
         retention=RetentionConfig(backpressure_timeout=120.0),
     )
     store = QuiverStore.open(os.path.join(directory, f"large{threads}{'d' if direct else 'w'}"), cfg)

@@ -364,8 +364,10 @@ class QuiverStore:
                 f"segment ({self._halted!r}); it and every later bundle are kept in the WAL. Close and reopen "
                 "the store to replay them"
             )
-        if self._direct_size and self._is_large(bundle):
-            return self._ingest_direct(bundle)
+        if self._direct_size:
+            large = self._large_size(bundle)
+            if large:
+                return self._ingest_direct(bundle, large)
         self._committer.arriving()
         try:
             bitmap, parts, parts_len, sizes = self._encoder.encode(bundle, checked)
@@ -381,27 +383,26 @@ class QuiverStore:
         pos = req.position
         return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
 
-    def _is_large(self, bundle: RecordBundle) -> bool:
-        """At least `wal.direct_bundle_size` Arrow bytes: the buffers' total (under 1 us for four
-        slots) rules out most bundles; `nbytes` (about 20 us) then counts only the sliced ranges."""
+    def _large_size(self, bundle: RecordBundle) -> int:
+        """The bundle's Arrow bytes if at least `direct_bundle_size`, else 0. The buffers' total
+        (under 1 us for four slots) rules out most bundles; `nbytes` (about 20 us) then counts only
+        the sliced ranges."""
         batches = bundle.slots.values()
         limit = self._direct_size
-        return sum(b.get_total_buffer_size() for b in batches) >= limit and sum(b.nbytes for b in batches) >= limit
+        if sum(b.get_total_buffer_size() for b in batches) < limit:
+            return 0
+        size = sum(b.nbytes for b in batches)
+        return size if size >= limit else 0
 
-    def _ingest_direct(self, bundle: RecordBundle) -> BundleReceipt:
-        """A large bundle: a segment file of its own, written in log order, acknowledged once durable."""
-        size = sum(b.nbytes for b in bundle.slots.values())
-        self._committer.arriving()
-        try:
-            self._hub.before_ingest(size)
-            self._admit()
-        except BaseException:
-            self._committer.cancel_arrival()
-            raise
+    def _ingest_direct(self, bundle: RecordBundle, size: int) -> BundleReceipt:
+        """A large bundle: a segment file of its own, written in log order, acknowledged once durable.
+        (Nothing to serialize before it queues, so it does not announce itself to a gathering leader.)"""
+        self._hub.before_ingest(size)
+        self._admit()
         ts = bundle.ingestion_time_ns
         assert ts is not None
         written: Future = Future()
-        req = self._committer.append_direct(ts, size, (bundle, written), announced=True)
+        req = self._committer.append_direct(ts, size, (bundle, written))
         info: SegmentInfo = written.result()
         return BundleReceipt(req.sequence, None, None, ts, info.seq)
 
@@ -623,11 +624,9 @@ class QuiverStore:
                 failure = QuiverError(f"finalize failed: {exc!r}; the data stays in memory and in the WAL and is retried")
                 with self._cv:
                     for queued in self._sealed:  # everyone waiting behind the failing segment hears of it
+                        dropped = QuiverError(f"bundle {queued.first_sequence} was not stored: a segment write failed ({exc!r})")
                         for w in queued.waiters:
-                            if queued.direct:
-                                _fail(w, QuiverError(f"bundle {queued.first_sequence} was not stored: a segment write failed ({exc!r})"))
-                            elif not w.done():
-                                w.set_exception(failure)
+                            _fail(w, dropped if queued.direct else failure)
                     # A direct bundle was never logged or acknowledged: drop it rather than store it
                     # after its producer was told it failed (the ones behind keep their order).
                     self._sealed = collections.deque(q for q in self._sealed if not q.direct)

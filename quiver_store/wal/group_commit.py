@@ -103,13 +103,13 @@ class GroupCommitter:
             raise req.error
         return req
 
-    def append_direct(self, ts: int, size: int, payload: Any, *, announced: bool = False) -> Pending:
+    def append_direct(self, ts: int, size: int, payload: Any) -> Pending:
         """Give a bundle that bypasses the log its sequence number; return once every entry before it
         was committed and `on_commit` has handed it on, in order (nothing is written for it here)."""
         if self.durability == "none":
             raise QuiverError("a direct (WAL-bypassing) bundle needs wal.durability 'fsync' or 'os'")
         with self._cond:
-            req = Pending(self._take_sequence(announced), ts, None, size, payload)
+            req = Pending(self._take_sequence(announced=False), ts, None, size, payload)
             self._queue.append(req)
             self._await(req)
         if req.error is not None:
