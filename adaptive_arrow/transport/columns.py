@@ -1,5 +1,5 @@
-"""Reading and replacing columns of a record batch by dotted path (``id``, ``resource.id``), and the
-``encoding`` field metadata that marks how an id column is encoded.
+"""Reading, replacing and gathering columns of a record batch by dotted path (``id``,
+``resource.id``), and the ``encoding`` field metadata that marks how an id column is encoded.
 
 A struct child is read raw (its own validity, not merged with the struct's): ids are renumbered and
 encoded slot for slot, so whatever the input held comes back.
@@ -11,6 +11,8 @@ from typing import cast
 
 import numpy as np
 import pyarrow as pa
+
+from . import kernels
 
 ENCODING_KEY = b"encoding"
 PLAIN, DELTA, QUASI_DELTA = "plain", "delta", "quasidelta"
@@ -200,3 +202,142 @@ def unsigned_array(values: np.ndarray, like: pa.Array, valid: np.ndarray | None)
     if valid is None:
         return pa.Array.from_buffers(like.type, len(values), [None, pa.py_buffer(values)])
     return pa.array(values, type=like.type, mask=~valid)
+
+
+GATHER_MIN_ROWS = 4096
+"""Below this many rows ``gather`` is one ``take``: the cheap paths save less than their calls cost."""
+_SPARSE = 4
+"""A flat column with at most one valid slot in this many is scattered instead of taken."""
+
+
+def gather(batch: pa.RecordBatch, perm: np.ndarray) -> pa.RecordBatch:
+    """``batch.take(perm)``, byte for byte, with the null-heavy columns built cheaply.
+
+    ``take`` visits every slot of every column, so an all-null attribute value column of 30,000
+    rows costs as much as a full one (binary: 200 us). Here an all-null flat column becomes a
+    fresh null array, and a flat column with few valid slots is scattered: each valid row is
+    written to its sorted position (``kernels.inverse``), with zeroed values and empty strings in
+    the null slots, which is what ``take`` leaves there. Every other column goes through one
+    ``take`` of the remaining columns.
+    """
+    n = batch.num_rows
+    if n < GATHER_MIN_ROWS:
+        return batch.take(perm)
+    cheap: list[tuple[int, str, pa.Array]] = []
+    for i in _flat_columns(batch.schema):
+        column = batch.column(i)
+        nulls = column.null_count
+        if nulls == n:
+            cheap.append((i, "null", column))
+        elif nulls and _SPARSE * (n - nulls) <= n:
+            cheap.append((i, "scatter", column))
+    if not cheap:
+        return batch.take(perm)
+    scratch = _Scratch(perm)
+    arrays = [_nulls(column) if kind == "null" else _scatter(column, scratch) for _, kind, column in cheap]
+    if len(cheap) == batch.num_columns:
+        return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+    skipped = {i for i, _, _ in cheap}
+    out = batch.select([i for i in range(batch.num_columns) if i not in skipped]).take(perm)
+    for (i, _, _), array in zip(cheap, arrays):  # ascending, so each lands at its own index
+        out = out.add_column(i, batch.schema.field(i), array)
+    return out
+
+
+_FLAT = SchemaCache()
+
+
+def _flat_columns(schema: pa.Schema) -> list[int]:
+    """Indices of the top-level columns ``gather`` may build itself (cached per schema)."""
+    found = _FLAT.get(None, schema)
+    if found is None:
+        found = [i for i, field in enumerate(schema) if _flat(field.type)]
+        _FLAT.put(None, schema, found)
+    return cast(list[int], found)
+
+
+def _flat(type_: pa.DataType) -> bool:
+    value_type = type_.value_type if pa.types.is_dictionary(type_) else type_
+    return _offsets_dtype(value_type) is not None or pa.types.is_boolean(value_type) or _width(value_type) > 0
+
+
+def _width(type_: pa.DataType) -> int:
+    """Byte width of a fixed-width type ``gather`` scatters (0: not one)."""
+    if pa.types.is_fixed_size_binary(type_):
+        return int(type_.byte_width)
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_temporal(type_):
+        bits = type_.bit_width
+        return bits // 8 if bits in (8, 16, 32, 64) else 0
+    return 0
+
+
+def _offsets_dtype(type_: pa.DataType) -> type | None:
+    if pa.types.is_string(type_) or pa.types.is_binary(type_):
+        return np.int32
+    if pa.types.is_large_string(type_) or pa.types.is_large_binary(type_):
+        return np.int64
+    return None
+
+
+def _nulls(column: pa.Array) -> pa.Array:
+    if pa.types.is_dictionary(column.type):
+        indices = pa.nulls(len(column), column.type.index_type)
+        return pa.DictionaryArray.from_arrays(indices, column.dictionary, safe=False)
+    return pa.nulls(len(column), column.type)
+
+
+class _Scratch:
+    """Per-table arrays shared by the scattered columns: the inverse permutation and row buffer."""
+
+    def __init__(self, perm: np.ndarray) -> None:
+        self.perm = perm
+        self._inv: np.ndarray | None = None
+        self.rows = np.empty(perm.size, dtype=np.int64)
+
+    @property
+    def inv(self) -> np.ndarray:
+        if self._inv is None:
+            self._inv = np.empty(self.perm.size, dtype=np.int64)
+            kernels.inverse(self.perm, self._inv)
+        return self._inv
+
+
+def _scatter(column: pa.Array, scratch: _Scratch) -> pa.Array:
+    """``column.take(perm)`` by writing its valid rows to their sorted positions."""
+    if pa.types.is_dictionary(column.type):
+        indices = _scatter(column.indices, scratch)
+        return pa.DictionaryArray.from_arrays(indices, column.dictionary, safe=False)
+    n = len(column)
+    type_ = column.type
+    buffers = column.buffers()
+    offset = column.offset
+    k = kernels.valid_rows(np.frombuffer(buffers[0], dtype=np.uint8), offset, n, scratch.rows)
+    rows = scratch.rows[:k]
+    inv = scratch.inv
+    bits = np.zeros((n + 7) // 8, dtype=np.uint8)
+    offsets_dtype = _offsets_dtype(type_)
+    if offsets_dtype is not None:
+        offsets = np.frombuffer(buffers[1], dtype=offsets_dtype)[offset : offset + n + 1]
+        out_offsets = np.zeros(n + 1, dtype=offsets_dtype)
+        kernels.scatter_lengths(offsets, rows, inv, out_offsets, bits)
+        np.cumsum(out_offsets, out=out_offsets)
+        data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0, dtype=np.uint8)
+        out = np.empty(int(out_offsets[n]), dtype=np.uint8)
+        kernels.scatter_bytes(data, offsets, rows, inv, out_offsets, out)
+        value_buffers = [pa.py_buffer(out_offsets), pa.py_buffer(out)]
+    elif pa.types.is_boolean(type_):
+        values = np.frombuffer(buffers[1], dtype=np.uint8)
+        out = np.zeros((n + 7) // 8, dtype=np.uint8)
+        kernels.scatter_bits(values, offset, rows, inv, out, bits)
+        value_buffers = [pa.py_buffer(out)]
+    else:
+        width = _width(type_)
+        if width in (1, 2, 4, 8):
+            values = np.frombuffer(buffers[1], dtype=np.dtype(f"<u{width}"))[offset : offset + n]
+            out = np.zeros(n, dtype=values.dtype)
+        else:
+            values = np.frombuffer(buffers[1], dtype=np.uint8)[offset * width : (offset + n) * width].reshape(n, width)
+            out = np.zeros((n, width), dtype=np.uint8)
+        kernels.scatter_values(values, rows, inv, out, bits)
+        value_buffers = [pa.py_buffer(out)]
+    return pa.Array.from_buffers(type_, n, [pa.py_buffer(bits), *value_buffers], n - k)

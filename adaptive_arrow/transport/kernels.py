@@ -367,6 +367,76 @@ def _attrs_quasi_delta_sorted(
         prev = v
 
 
+# --- gathering mostly-null columns in sorted order ----------------------------------------------
+
+
+def _inverse(perm: np.ndarray, out: np.ndarray) -> None:
+    """``out[perm[i]] = i``: the sorted position of every input row."""
+    for i in range(perm.size):
+        out[perm[i]] = i
+
+
+def _valid_rows(bitmap: np.ndarray, offset: int, n: int, out: np.ndarray) -> int:
+    """The rows whose validity bit (bit ``offset + row`` of ``bitmap``) is set, ascending, into
+    ``out``; whole zero bytes are skipped at once. Returns how many."""
+    k = 0
+    i = 0
+    while i < n:
+        bit = offset + i
+        if bit & 7 == 0 and i + 8 <= n and bitmap[bit >> 3] == 0:
+            i += 8
+            continue
+        if (bitmap[bit >> 3] >> (bit & 7)) & 1:
+            out[k] = i
+            k += 1
+        i += 1
+    return k
+
+
+def _scatter_values(values: np.ndarray, rows: np.ndarray, inv: np.ndarray, out: np.ndarray, bits: np.ndarray) -> None:
+    """``out[inv[r]] = values[r]`` and validity bit ``inv[r]`` set, for each valid row ``r``."""
+    for j in range(rows.size):
+        r = rows[j]
+        p = inv[r]
+        out[p] = values[r]
+        bits[p >> 3] |= np.uint8(1 << (p & 7))
+
+
+def _scatter_bits(
+    values: np.ndarray, value_offset: int, rows: np.ndarray, inv: np.ndarray, out: np.ndarray, bits: np.ndarray
+) -> None:
+    """``_scatter_values`` for bit-packed booleans (value bit ``value_offset + r``)."""
+    for j in range(rows.size):
+        r = rows[j]
+        p = inv[r]
+        v = value_offset + r
+        if (values[v >> 3] >> (v & 7)) & 1:
+            out[p >> 3] |= np.uint8(1 << (p & 7))
+        bits[p >> 3] |= np.uint8(1 << (p & 7))
+
+
+def _scatter_lengths(offsets: np.ndarray, rows: np.ndarray, inv: np.ndarray, lengths: np.ndarray, bits: np.ndarray) -> None:
+    """Byte length of each valid row of a binary-like column at its sorted position (``lengths``
+    zeroed, one longer than the rows: its prefix sum gives the output offsets)."""
+    for j in range(rows.size):
+        r = rows[j]
+        p = inv[r]
+        lengths[p + 1] = offsets[r + 1] - offsets[r]
+        bits[p >> 3] |= np.uint8(1 << (p & 7))
+
+
+def _scatter_bytes(
+    data: np.ndarray, offsets: np.ndarray, rows: np.ndarray, inv: np.ndarray, out_offsets: np.ndarray, out: np.ndarray
+) -> None:
+    """Copy each valid row's bytes to where ``out_offsets`` puts its sorted position."""
+    for j in range(rows.size):
+        r = rows[j]
+        s = offsets[r]
+        d = out_offsets[inv[r]]
+        for b in range(offsets[r + 1] - s):
+            out[d + b] = data[s + b]
+
+
 delta_decode = _compile(_delta_decode)
 quasi_delta_decode = _compile(_quasi_delta_decode)
 numeric_key = _compile(_numeric_key)
@@ -382,6 +452,12 @@ key_equal = _compile(_key_equal)
 key_both_null = _compile(_key_both_null)
 attrs_quasi_delta = _compile(_attrs_quasi_delta)
 attrs_quasi_delta_sorted = _compile(_attrs_quasi_delta_sorted)
+inverse = _compile(_inverse)
+valid_rows = _compile(_valid_rows)
+scatter_values = _compile(_scatter_values)
+scatter_bits = _compile(_scatter_bits)
+scatter_lengths = _compile(_scatter_lengths)
+scatter_bytes = _compile(_scatter_bytes)
 
 CACHED: bool = all(_cached)
 """True when the compiled kernels are cached on disk (False: compiled in every process)."""
