@@ -271,7 +271,7 @@ def _width(type_: pa.DataType) -> int:
     return 0
 
 
-def _offsets_dtype(type_: pa.DataType) -> type | None:
+def _offsets_dtype(type_: pa.DataType) -> type[np.int32] | type[np.int64] | None:
     if pa.types.is_string(type_) or pa.types.is_binary(type_):
         return np.int32
     if pa.types.is_large_string(type_) or pa.types.is_large_binary(type_):
@@ -317,8 +317,8 @@ def _scatter(column: pa.Array, scratch: _Scratch) -> pa.Array:
     bits = np.zeros((n + 7) // 8, dtype=np.uint8)
     offsets_dtype = _offsets_dtype(type_)
     if offsets_dtype is not None:
-        offsets = np.frombuffer(buffers[1], dtype=offsets_dtype)[offset : offset + n + 1]
-        out_offsets = np.zeros(n + 1, dtype=offsets_dtype)
+        offsets: np.ndarray = np.frombuffer(buffers[1], dtype=offsets_dtype)[offset : offset + n + 1]
+        out_offsets: np.ndarray = np.zeros(n + 1, dtype=offsets_dtype)
         kernels.scatter_lengths(offsets, rows, inv, out_offsets, bits)
         np.cumsum(out_offsets, out=out_offsets)
         data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0, dtype=np.uint8)
