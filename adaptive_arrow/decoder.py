@@ -16,6 +16,7 @@ from . import transport
 from .envelope import BatchArrowRecords
 from .errors import AdaptiveArrowError, DecodingError
 from .restore import RestorePlan
+from .signature import schema_fingerprint
 from .stream import StreamReader
 
 _ROOT_SIGNAL = {int(pt): s for s, pt in ROOT_PAYLOAD.items()}
@@ -72,13 +73,30 @@ class Decoder:
 
     def decode(self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview) -> OtapBundle:
         """Decode one envelope; envelopes of a stream must come in order."""
+        where, records = self._read(bar_or_bytes)
+        tables = {pt: self._restore(batch, pt, f"{where} payload {i}") for i, (pt, batch) in enumerate(records.items())}
+        return self._bundle(tables, self._infer_signal(tables, where), where)
+
+    def read_records(self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview) -> RecordBundle:
+        """The adaptive records of one envelope as a Quiver bundle (slot = payload type id), the
+        bundle ``Encoder.encode_records`` gives for the same batch: lets an envelope made
+        elsewhere (a Spark task, a remote producer) be stored without restoring plain tables.
+        Envelopes of a stream must come in order, as for ``decode``."""
+        _, records = self._read(bar_or_bytes)
+        slots = {int(pt): batch for pt, batch in records.items()}
+        return RecordBundle(slots, {slot: schema_fingerprint(batch.schema) for slot, batch in slots.items()})
+
+    def _read(
+        self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview
+    ) -> tuple[str, dict[PayloadType, pa.RecordBatch]]:
+        """Each payload's Arrow record, read through the IPC stream of its schema_id."""
         bar = bar_or_bytes if isinstance(bar_or_bytes, BatchArrowRecords) else BatchArrowRecords.from_bytes(bar_or_bytes)
         where = f"batch {bar.batch_id}"
-        tables: dict[PayloadType, pa.RecordBatch] = {}
+        records: dict[PayloadType, pa.RecordBatch] = {}
         for i, payload in enumerate(bar.payloads):
             at = f"{where} payload {i}"
             pt = _payload_type(payload.type, at)
-            if pt in tables:
+            if pt in records:
                 raise DecodingError(f"{at}: second payload of type {pt.name} in one batch")
             reader = self._readers.get(pt)
             try:
@@ -90,8 +108,8 @@ class Decoder:
                 self._readers.pop(pt, None)
                 detail = str(exc) or type(exc).__name__
                 raise DecodingError(f"{at} ({pt.name}, schema_id {payload.schema_id!r}): bad Arrow IPC data: {detail}") from None
-            tables[pt] = self._restore(batch, pt, at)
-        return self._bundle(tables, self._infer_signal(tables, where), where)
+            records[pt] = batch
+        return where, records
 
     def _restore(self, batch: pa.RecordBatch, pt: PayloadType, where: str) -> pa.RecordBatch:
         plan = self._plans.get(pt)
