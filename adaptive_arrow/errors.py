@@ -25,3 +25,7 @@ class DecodingError(AdaptiveArrowError):
 
 class EnvelopeError(DecodingError):
     """Bytes are not a well-formed BatchArrowRecords protobuf message."""
+
+
+class SparkJobError(AdaptiveArrowError):
+    """A Spark job over telemetry was set up wrongly, or one of its rows could not be encoded."""

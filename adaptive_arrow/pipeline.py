@@ -11,7 +11,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import zstandard
 
 from otap_model import Signal, from_otlp, generate_otlp, normalize_otlp, to_otlp
@@ -23,6 +25,9 @@ from .config import EncoderConfig
 from .decoder import Decoder
 from .encoder import Encoder
 from .store_layout import OTAP_LAYOUT
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ZSTD_LEVEL = 3
 SUBSCRIBER = "pipeline-verifier"
@@ -73,11 +78,15 @@ def run_pipeline(
     encoder_config: EncoderConfig | None = None,
     store_config: StoreConfig | None = None,
     progress: object | None = None,
+    spark: SparkSession | None = None,
 ) -> PipelineResult:
     """Run the job into the store at `store_path` (created if needed) and verify what comes back.
 
-    Every generated request is kept (as bytes) until its bundle has been delivered back, decoded
-    and compared, so keep `count` moderate.
+    Without `spark` this process encodes each request; with a SparkSession the requests become a
+    DataFrame and Spark tasks encode them (`adaptive_arrow.spark.encode_otlp`, one OTAP stream per
+    partition). Either way the driver stores each envelope's records (`Decoder.read_records`, no
+    second encoding) and a subscriber reads them back. Every request is kept (as bytes) until its
+    bundle has been delivered back, decoded and compared, so keep `count` moderate.
     """
     store_path = Path(store_path)
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
@@ -88,30 +97,64 @@ def run_pipeline(
         for signal in signals:
             signal = Signal(signal)
             report = reports[signal] = SignalReport(signal)
-            wire, persist = Encoder(signal, encoder_config), Encoder(signal, encoder_config)
-            for request in generate_otlp(signal, count, batch_size=batch_size, seed=seed, profile=profile):
-                data = request.SerializeToString()
-                bundle = from_otlp(data, signal)
+            requests = [
+                r.SerializeToString()
+                for r in generate_otlp(signal, count, batch_size=batch_size, seed=seed, profile=profile)
+            ]
+            if spark is None:
+                encoded, report.encode_seconds = _encode_here(signal, requests, encoder_config)
+            else:
+                encoded, report.encode_seconds = _encode_in_spark(spark, signal, requests, encoder_config)
+            for index, envelope, records, decoder in encoded:
+                data = requests[index]
                 t0 = time.perf_counter()
-                envelope = wire.encode(bundle).to_bytes()
-                records = persist.encode_records(bundle)
-                t1 = time.perf_counter()
-                store.ingest(records)
-                report.ingest_seconds += time.perf_counter() - t1
-                report.encode_seconds += t1 - t0
+                store.ingest(decoder.read_records(envelope))
+                report.ingest_seconds += time.perf_counter() - t0
                 originals.append((signal, data))
                 report.batches += 1
-                report.records += bundle.num_rows
+                report.records += records
                 report.otlp_bytes += len(data)
                 report.otlp_zstd_bytes += len(compressor.compress(data))
                 report.otap_bytes += len(envelope)
                 report.otap_zstd_bytes += len(compressor.compress(envelope))
                 if progress is not None:
-                    progress.advance(signal, bundle.num_rows)  # type: ignore[attr-defined]
+                    progress.advance(signal, records)  # type: ignore[attr-defined]
         store.flush()
         _verify(subscription, reports, originals)
         stats = store.stats()
     return PipelineResult(list(reports.values()), store_path, stats)
+
+
+_Encoded = list[tuple[int, bytes, int, Decoder]]  # (request index, envelope, root records, its stream's decoder)
+
+
+def _encode_here(signal: Signal, requests: list[bytes], config: EncoderConfig | None) -> tuple[_Encoded, float]:
+    """One stream-mode encoder in this process; the seconds count conversion and encoding only."""
+    encoder, decoder = Encoder(signal, config), Decoder()
+    encoded: _Encoded = []
+    seconds = 0.0
+    for index, data in enumerate(requests):
+        t0 = time.perf_counter()
+        bundle = from_otlp(data, signal)
+        envelope = encoder.encode(bundle).to_bytes()
+        seconds += time.perf_counter() - t0
+        encoded.append((index, envelope, bundle.num_rows, decoder))
+    return encoded, seconds
+
+
+def _encode_in_spark(
+    spark: SparkSession, signal: Signal, requests: list[bytes], config: EncoderConfig | None
+) -> tuple[_Encoded, float]:
+    """The requests as a DataFrame (contiguous runs per partition, as files or Kafka partitions
+    would arrive), encoded by Spark tasks; the seconds are the whole job's, collection included."""
+    from .spark import collect_streams, encode_otlp, stream_decoders
+
+    frame = pa.table({"request": pa.array(range(len(requests)), pa.int64()), "value": pa.array(requests, pa.binary())})
+    t0 = time.perf_counter()
+    rows = list(collect_streams(encode_otlp(spark.createDataFrame(frame), signal, keep=["request"], config=config)))
+    seconds = time.perf_counter() - t0
+    return [(row.kept["request"], row.otap, row.records, decoder) for row, decoder in stream_decoders(rows)
+            if row.otap is not None], seconds
 
 
 def _verify(subscription, reports: dict[Signal, SignalReport], originals: list[tuple[Signal, bytes]]) -> None:

@@ -1,0 +1,275 @@
+"""The adaptive encoder inside Spark: one stream-mode ``Encoder`` per partition (``mapInArrow``).
+
+Spark reads a Python task's output by a schema fixed per DataFrame and rejects unsigned, fixed-size
+binary and dictionary columns, so adaptive records cannot leave a task as Spark columns. Each input
+row (one serialized OTLP export request, as a Kafka ``value`` or a ``binaryFile`` ``content``
+column carries it) therefore leaves as one OTAP envelope (``BatchArrowRecords`` bytes) in a binary
+column. Envelopes of one task form one OTAP stream: schemas and dictionaries travel once, so the
+reader must decode a stream's envelopes in ``sequence`` order with one ``Decoder`` per ``stream``
+(the task attempt id, unique within a Spark application; a retried task starts a new stream).
+
+pyspark is imported lazily: ``import adaptive_arrow`` never needs it. Install the ``spark`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from otap_model import OtapModelError, Signal, from_otlp, to_otlp
+
+from .config import EncoderConfig
+from .decoder import Decoder
+from .encoder import Encoder
+from .errors import AdaptiveArrowError, SparkJobError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ErrorPolicy = Literal["raise", "record"]
+
+# Columns every encoded row carries, after the caller's `keep` columns (Arrow types Spark accepts).
+ENCODED_FIELDS = (
+    pa.field("partition", pa.int32(), nullable=False),  # Spark partition of the input row
+    pa.field("stream", pa.int64(), nullable=False),  # task attempt id: one OTAP stream per task attempt
+    pa.field("sequence", pa.int32(), nullable=False),  # envelope position in its stream, from 0
+    pa.field("records", pa.int64(), nullable=False),  # root records (log records, spans, metrics)
+    pa.field("otlp_bytes", pa.int64(), nullable=False),  # size of the input request
+    pa.field("otap", pa.binary()),  # the envelope; null when the row was rejected
+    pa.field("error", pa.string()),  # why the row was rejected (errors="record"), else null
+)
+DECODED_FIELDS = (
+    pa.field("stream", pa.int64(), nullable=False),
+    pa.field("sequence", pa.int32(), nullable=False),
+    pa.field("otlp", pa.binary(), nullable=False),
+)
+
+# Settings that matter for mapInArrow jobs (reference/python-stack-notes.md section 2.2).
+SESSION_DEFAULTS = {
+    "spark.sql.execution.arrow.pyspark.validateSchema.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def spark_session(master: str = "local[2]", app_name: str = "adaptive-arrow", **conf: str) -> SparkSession:
+    """A SparkSession set up for this package: workers run this interpreter (so they import the
+    same pyarrow and adaptive_arrow), Arrow output is validated against the declared schema, and
+    shuffles use as many partitions as local cores. ``conf`` overrides any setting."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkJobError("pyspark is not installed; install the project's 'spark' extra") from None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    cores = _local_cores(master)
+    settings = {**SESSION_DEFAULTS, "spark.sql.shuffle.partitions": str(cores), "spark.default.parallelism": str(cores)}
+    settings.update(conf)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _local_cores(master: str) -> int:
+    if master.startswith("local[") and master.endswith("]"):
+        inner = master[6:-1]
+        return os.cpu_count() or 1 if inner == "*" else int(inner.split(",")[0])
+    return 2 if master != "local" else 1
+
+
+def encode_otlp(
+    df: DataFrame,
+    signal: Signal | str,
+    *,
+    column: str = "value",
+    keep: Sequence[str] = (),
+    config: EncoderConfig | None = None,
+    errors: ErrorPolicy = "raise",
+) -> DataFrame:
+    """Encode each row's OTLP export request (binary ``column``) into one OTAP envelope.
+
+    Returns a DataFrame with the ``keep`` columns of the input, then ``ENCODED_FIELDS``. Each task
+    keeps one stream-mode encoder; its rows come out in input order, numbered by ``sequence``.
+    ``errors="raise"`` fails the job on the first bad request (the message names partition, row
+    and the problem); ``errors="record"`` emits the row with a null envelope and the reason in
+    ``error``, and the stream goes on (a rejected request leaves the encoder unchanged).
+    """
+    sig = _signal(signal)
+    if config is not None and not isinstance(config, EncoderConfig):
+        raise SparkJobError(f"config must be an EncoderConfig, got {type(config).__name__}")
+    if errors not in ("raise", "record"):
+        raise SparkJobError(f"errors must be 'raise' or 'record', got {errors!r}")
+    names = _check_columns(df, column, keep, "encode_otlp")
+    kept = list(dict.fromkeys(keep))
+    clashes = sorted(set(kept) & {f.name for f in ENCODED_FIELDS})
+    if clashes:
+        raise SparkJobError(f"encode_otlp: keep names {clashes}, which clash with output columns of the same names")
+    schema = _output_schema(df, kept, ENCODED_FIELDS)
+    task = _EncodeTask(sig, names[column], [names[k] for k in kept], config or EncoderConfig(), errors)
+    return df.select(*dict.fromkeys([*kept, column])).mapInArrow(task, schema)
+
+
+def decode_otap(df: DataFrame, signal: Signal | str | None = None, *, keep: Sequence[str] = ()) -> DataFrame:
+    """Decode the envelopes of ``encode_otlp`` back to OTLP export requests: the ``keep`` columns,
+    then ``DECODED_FIELDS``.
+
+    The rows of each stream are brought into one partition in ``sequence`` order first, since an
+    envelope can only be decoded after the ones before it. Rows with a null envelope are skipped.
+    """
+    sig = _signal(signal) if signal is not None else None
+    kept = [k for k in dict.fromkeys(keep) if k not in ("stream", "sequence")]
+    _check_columns(df, "otap", ("stream", "sequence", *kept), "decode_otap")
+    ordered = (
+        df.where("otap IS NOT NULL")
+        .select(*kept, "stream", "sequence", "otap")
+        .repartition("stream")
+        .sortWithinPartitions("stream", "sequence")
+    )
+    return ordered.mapInArrow(_DecodeTask(sig, len(kept)), _output_schema(df, kept, DECODED_FIELDS))
+
+
+@dataclass(frozen=True)
+class EncodedRow:
+    """One row of ``encode_otlp`` output, as the driver sees it."""
+
+    partition: int
+    stream: int
+    sequence: int
+    records: int
+    otlp_bytes: int
+    otap: bytes | None
+    error: str | None
+    kept: dict[str, Any]
+
+
+def collect_streams(df: DataFrame) -> Iterator[EncodedRow]:
+    """The rows of ``encode_otlp`` output on the driver, stream by stream in ``sequence`` order,
+    ready for one ``Decoder`` (or ``Decoder.read_records``) per stream."""
+    fields = {f.name for f in ENCODED_FIELDS}
+    for row in df.orderBy("stream", "sequence").toLocalIterator():
+        values = row.asDict()
+        kept = {k: v for k, v in values.items() if k not in fields}
+        yield EncodedRow(
+            values["partition"], values["stream"], values["sequence"], values["records"],
+            values["otlp_bytes"], values["otap"], values["error"], kept,
+        )
+
+
+def stream_decoders(rows: Iterable[EncodedRow]) -> Iterator[tuple[EncodedRow, Decoder]]:
+    """Pair each row with the decoder of its stream (a new one whenever the stream changes)."""
+    decoder, current = Decoder(), None
+    for row in rows:
+        if row.stream != current:
+            decoder, current = Decoder(), row.stream
+        yield row, decoder
+
+
+# -- task side ------------------------------------------------------------------------------------
+def _signal(signal: Signal | str) -> Signal:
+    try:
+        return Signal(signal)
+    except ValueError:
+        raise SparkJobError(f"unknown signal {signal!r}; expected one of {[s.value for s in Signal]}") from None
+
+
+def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str) -> dict[str, int]:
+    """Column positions by name, after checking that ``column`` is binary and ``keep`` exists."""
+    from pyspark.sql.types import BinaryType
+
+    fields = {f.name: f for f in df.schema.fields}
+    if column not in fields:
+        raise SparkJobError(f"{where}: no column {column!r}; the DataFrame has {sorted(fields)}")
+    if not isinstance(fields[column].dataType, BinaryType):
+        raise SparkJobError(
+            f"{where}: column {column!r} is {fields[column].dataType.simpleString()}, expected binary "
+            "(serialized OTLP export requests)"
+        )
+    for name in keep:
+        if name not in fields:
+            raise SparkJobError(f"{where}: keep names {name!r}, which is not a column of {sorted(fields)}")
+    selected = list(dict.fromkeys([*keep, column]))
+    return {name: i for i, name in enumerate(selected)}
+
+
+def _output_schema(df: DataFrame, kept: Sequence[str], fields: Sequence[pa.Field]) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    ours = from_arrow_schema(pa.schema(list(fields)))
+    return StructType([df.schema[name] for name in kept] + list(ours.fields))
+
+
+class _EncodeTask:
+    """The function ``mapInArrow`` runs per partition (pickled to the workers)."""
+
+    def __init__(self, signal: Signal, column: int, keep: list[int], config: EncoderConfig, errors: ErrorPolicy):
+        self.signal, self.column, self.keep, self.config, self.errors = signal, column, keep, config, errors
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context else 0
+        stream = context.taskAttemptId() if context else 0
+        encoder = Encoder(self.signal, self.config)
+        sequence = row_index = 0
+        for batch in batches:
+            out: dict[str, list[Any]] = {f.name: [] for f in ENCODED_FIELDS}
+            for value in batch.column(self.column).to_pylist():
+                otap, error, records = self._encode(encoder, value, f"partition {partition}, row {row_index}")
+                for name, item in zip(
+                    ("partition", "stream", "sequence", "records", "otlp_bytes", "otap", "error"),
+                    (partition, stream, sequence, records, len(value or b""), otap, error),
+                    strict=True,
+                ):
+                    out[name].append(item)
+                sequence += 1
+                row_index += 1
+            columns = [batch.column(i) for i in self.keep]
+            columns += [pa.array(out[f.name], f.type) for f in ENCODED_FIELDS]
+            schema = pa.schema([batch.schema.field(i) for i in self.keep] + list(ENCODED_FIELDS))
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _encode(self, encoder: Encoder, value: bytes | None, where: str) -> tuple[bytes | None, str | None, int]:
+        try:
+            if value is None:
+                raise SparkJobError("the request is null")
+            bundle = from_otlp(value, self.signal)
+            return encoder.encode(bundle).to_bytes(), None, bundle.num_rows
+        except (OtapModelError, AdaptiveArrowError) as exc:
+            message = f"{where}: {exc}"
+            if self.errors == "raise":
+                raise SparkJobError(message) from None
+            return None, message, 0
+
+
+class _DecodeTask:
+    """Decodes ordered (kept..., stream, sequence, otap) rows, one ``Decoder`` per stream."""
+
+    def __init__(self, signal: Signal | None, kept: int):
+        self.signal, self.kept = signal, kept
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        decoder, current = Decoder(self.signal), None
+        for batch in batches:
+            stream_column, sequence_column = batch.column(self.kept), batch.column(self.kept + 1)
+            otlp = []
+            for stream, sequence, otap in zip(
+                stream_column.to_pylist(), sequence_column.to_pylist(), batch.column(self.kept + 2).to_pylist(), strict=True
+            ):
+                if stream != current:
+                    decoder, current = Decoder(self.signal), stream
+                try:
+                    otlp.append(to_otlp(decoder.decode(otap)).SerializeToString())
+                except (OtapModelError, AdaptiveArrowError) as exc:
+                    raise SparkJobError(f"stream {stream}, sequence {sequence}: {exc}") from None
+            columns = [*batch.columns[: self.kept], stream_column, sequence_column, pa.array(otlp, pa.binary())]
+            schema = pa.schema([*batch.schema][: self.kept] + list(DECODED_FIELDS))
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
