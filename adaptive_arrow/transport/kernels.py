@@ -367,6 +367,59 @@ def _attrs_quasi_delta_sorted(
         prev = v
 
 
+def _merge_attr_values(
+    types: np.ndarray,
+    strs: np.ndarray,
+    str_null: np.uint64,
+    ints: np.ndarray,
+    int_null: np.uint64,
+    doubles: np.ndarray,
+    double_null: np.uint64,
+    bools: np.ndarray,
+    bool_null: np.uint64,
+    binaries: np.ndarray,
+    binary_null: np.uint64,
+    sers: np.ndarray,
+    ser_null: np.uint64,
+    null: np.uint64,
+    out: np.ndarray,
+) -> int:
+    """One sort key for an attribute table's value columns: each row's key in the column of its
+    type (str 1, int 2, double 3, bool 4, bytes 7, ser 5 and 6), ``null`` when that value is null
+    or the type has no column. Each column is given by its sort key (``*_null``: its null key; an
+    empty array: absent or all null). Returns -1, or the first row holding a value in a column
+    other than its type's (the columns are then not exclusive and the caller sorts them apart)."""
+    for r in range(out.size):
+        t = types[r]
+        v = null
+        if strs.size != 0 and strs[r] != str_null:
+            if t != 1:
+                return r
+            v = strs[r]
+        if ints.size != 0 and ints[r] != int_null:
+            if t != 2:
+                return r
+            v = ints[r]
+        if doubles.size != 0 and doubles[r] != double_null:
+            if t != 3:
+                return r
+            v = doubles[r]
+        if bools.size != 0 and bools[r] != bool_null:
+            if t != 4:
+                return r
+            v = bools[r]
+        if binaries.size != 0 and binaries[r] != binary_null:
+            if t != 7:
+                return r
+            v = binaries[r]
+        if sers.size != 0 and sers[r] != ser_null:
+            if t != 5 and t != 6:
+                return r
+            v = sers[r]
+        out[r] = v
+    return -1
+
+
 # --- gathering mostly-null columns in sorted order ----------------------------------------------
 
 
@@ -452,6 +505,7 @@ key_equal = _compile(_key_equal)
 key_both_null = _compile(_key_both_null)
 attrs_quasi_delta = _compile(_attrs_quasi_delta)
 attrs_quasi_delta_sorted = _compile(_attrs_quasi_delta_sorted)
+merge_attr_values = _compile(_merge_attr_values)
 inverse = _compile(_inverse)
 valid_rows = _compile(_valid_rows)
 scatter_values = _compile(_scatter_values)

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from otap_model import ROOT_PAYLOAD, OtapBundle, PayloadType, Signal, relations
-from otap_model.payload import DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES
+from otap_model.payload import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES
 
 from . import delta
 from .columns import (
@@ -32,7 +32,7 @@ from .columns import (
 )
 from .errors import TransportError
 from .ids import Renumbering, renumber_delta
-from .sort import DEFAULT_SORT_ORDERS, resolve_sort_orders, sort, sort_keys
+from .sort import DEFAULT_SORT_ORDERS, resolve_sort_orders, sort, sort_attributes, sort_keys
 
 _ROOT_IDS = ("id", "resource.id", "scope.id")
 
@@ -150,7 +150,9 @@ def sort_table(
         new_parent_ids = mapping.apply(parent_ids, where, f"{parent_pt.name}.{parent_column}")
     overrides = None if new_parent_ids is None else {"parent_id": new_parent_ids}
     keys = sort_keys(table, order, where, overrides) if table.num_rows > 1 else {}
-    ordering = sort(keys, table.num_rows)
+    ordering = sort_attributes(keys, get_column(table, "type"), table.num_rows) if pt in ATTRIBUTE_TABLES else None
+    if ordering is None:
+        ordering = sort(keys, table.num_rows)
     rows = ordering.perm
     sorted_table = table if rows is None else gather(table, rows)
     replaced: dict[str, tuple[pa.Array, str]] = {}

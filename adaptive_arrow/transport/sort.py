@@ -221,6 +221,63 @@ def sort(keys: Mapping[str, Key | None], n: int) -> Ordering:
     return Ordering(perm, words, fields, ranked, packed, position_bits)
 
 
+_ATTR_VALUES = ("str", "int", "double", "bool", "bytes", "ser")
+
+
+def _width(keys: Mapping[str, Key | None]) -> int:
+    return sum(key.bits for key in keys.values() if key is not None)
+_NO_VALUES = np.empty(0, dtype=np.uint64)
+
+
+def sort_attributes(keys: Mapping[str, Key | None], types: pa.Array | None, n: int) -> Ordering | None:
+    """``sort`` of an attribute table in the reference order (type, key, str, int, double, bool,
+    bytes, ser, parent_id) with its six value keys merged into one: a row's value sits in the
+    column of its type and the others are null (the AnyValue contract), so among rows of one type
+    only that column orders anything. The merged key is that column's key (nulls last), which
+    orders the rows exactly as the six keys do, and usually fits the whole key in one u64 word
+    where the six needed two or a dense ranking. Value keys wider than the room left are ranked
+    first. None (sort the keys as they are) for another order, a type column that is not
+    unsigned or has nulls, a row with a value outside its type's column, or keys that fit one
+    word as they are.
+
+    The returned ordering lists every value column's key at the merged field, so the quasi-delta
+    encoding (``delta.encode_parent_ids``) reads the merged key wherever it reads a value key:
+    under the same exclusivity, equal merged keys of two rows of one type are equal values."""
+    if tuple(keys) != _ATTRS or n < 2 or types is None or types.null_count or not pa.types.is_unsigned_integer(types.type):
+        return None
+    room = 64 - (n - 1).bit_length()
+    if _width(keys) <= room:
+        return None  # one word as they are: merging would only add a pass
+    values = {path: keys[path] for path in _ATTR_VALUES}
+    present = [key for key in values.values() if key is not None]
+    if not present:
+        return None
+    fixed = room - _width({path: keys[path] for path in ("type", "key", "parent_id")})
+    ranked = False
+    while max(int(key.null) for key in present).bit_length() > fixed:
+        wide = [(path, key) for path, key in values.items() if key is not None and not key.dense and key.bits > _WIDE]
+        if not wide:
+            return None
+        path, key = max(wide, key=lambda item: item[1].bits)
+        values[path] = _dense(key)
+        present = [key for key in values.values() if key is not None]
+        ranked = True
+    if ranked and _width({**keys, **values}) <= room:
+        return sort({**keys, **values}, n)  # the ranking alone makes them fit one word
+    null = np.uint64(max(int(key.null) for key in present))
+    merged = np.empty(n, dtype=np.uint64)
+    parts = [(_NO_VALUES, np.uint64(0)) if key is None else (key.values, key.null) for key in values.values()]
+    if kernels.merge_attr_values(_primitive(types), *(part for pair in parts for part in pair), null, merged) >= 0:
+        return None
+    ordering = sort(
+        {"type": keys["type"], "key": keys["key"], "value": Key(merged, null, int(null).bit_length()), "parent_id": keys["parent_id"]}, n
+    )
+    field = ordering.fields.pop("value", None)
+    if field is not None:
+        ordering.fields.update((path, field) for path, value in values.items() if value is not None)
+    return ordering
+
+
 _WIDE = 16
 """Numeric keys wider than this are worth ranking when the keys overflow a word (a wide range
 over few distinct values: doubles, timestamps, sparse value columns)."""
