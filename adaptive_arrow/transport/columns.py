@@ -136,9 +136,10 @@ def replace_column(
 def replace_columns(batch: pa.RecordBatch, replaced: dict[str, tuple[pa.Array, str]]) -> pa.RecordBatch:
     """The batch with each ``path`` of ``replaced`` holding its array, marked with its encoding.
 
-    The arrays keep the types of the columns they replace, so the new schema (and the struct types
-    of replaced struct children) depends only on the input schema and the replaced paths: it is
-    built once per input schema and reused.
+    The arrays keep the types of the columns they replace, so the new fields (and the struct types
+    of replaced struct children) depend only on the input schema and the replaced paths: they are
+    built once per input schema and reused. Each replaced column is set in place of the old one
+    (``set_column``), which costs less than rebuilding the batch from all its columns.
     """
     if not replaced:
         return batch
@@ -147,28 +148,27 @@ def replace_columns(batch: pa.RecordBatch, replaced: dict[str, tuple[pa.Array, s
     if plan is None:
         plan = _replacement_plan(batch.schema, tag)
         _REPLACED.put(tag, batch.schema, plan)
-    schema, structs = cast(_Plan, plan)
-    columns = batch.columns
-    for path, (array, _) in replaced.items():
-        head, _, rest = path.partition(".")
-        if not rest:
-            columns[batch.schema.get_field_index(head)] = array
-    for index, (fields, children) in structs.items():
+    out = batch
+    for index, field, children, fields in cast(_Plan, plan):
+        if not children:
+            out = out.set_column(index, field, replaced[field.name][0])
+            continue
         struct = batch.column(index)
         arrays = [struct.field(i) for i in range(len(fields))]
         for child_index, path in children:
             arrays[child_index] = replaced[path][0]
         mask = struct.is_null() if struct.null_count else None
-        columns[index] = pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        out = out.set_column(index, field, pa.StructArray.from_arrays(arrays, fields=fields, mask=mask))
+    return out
 
 
-_Plan = tuple[pa.Schema, dict[int, tuple[list[pa.Field], list[tuple[int, str]]]]]
+_Plan = list[tuple[int, pa.Field, list[tuple[int, str]], list[pa.Field]]]
 
 
 def _replacement_plan(schema: pa.Schema, tag: tuple[tuple[str, str], ...]) -> _Plan:
-    """The output schema, and per struct column with replaced children its new child fields and
-    (child index, path) of each replaced child."""
+    """Per replaced top-level column: its index and new field, and for a struct with replaced
+    children the (child index, path) of each and the struct's new child fields."""
+    top: dict[int, pa.Field] = {}
     structs: dict[int, tuple[list[pa.Field], list[tuple[int, str]]]] = {}
     for path, encoding in tag:
         head, _, rest = path.partition(".")
@@ -180,11 +180,12 @@ def _replacement_plan(schema: pa.Schema, tag: tuple[tuple[str, str], ...]) -> _P
             fields[child_index] = _with_encoding(fields[child_index], encoding)
             children.append((child_index, path))
         else:
-            schema = schema.set(index, _with_encoding(field, encoding))
-    for index, (fields, _) in structs.items():
+            top[index] = _with_encoding(field, encoding)
+    plan: _Plan = [(index, field, [], []) for index, field in top.items()]
+    for index, (fields, children) in structs.items():
         field = schema.field(index)
-        schema = schema.set(index, pa.field(field.name, pa.struct(fields), field.nullable, field.metadata))
-    return schema, structs
+        plan.append((index, pa.field(field.name, pa.struct(fields), field.nullable, field.metadata), children, fields))
+    return plan
 
 
 def unsigned_values(array: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
