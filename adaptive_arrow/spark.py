@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from otap_model import OtapModelError, Signal, from_otlp, to_otlp
+from otap_model import OtapBundle, OtapModelError, Signal, from_otlp, to_otlp
+from quiver_store import QuiverStore, StoreConfig, core_path
 
 from .config import EncoderConfig
 from .decoder import Decoder
@@ -42,6 +43,15 @@ ENCODED_FIELDS = (
     pa.field("otlp_bytes", pa.int64(), nullable=False),  # size of the input request
     pa.field("otap", pa.binary()),  # the envelope; null when the row was rejected
     pa.field("error", pa.string()),  # why the row was rejected (errors="record"), else null
+)
+STORED_FIELDS = (
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("store", pa.string(), nullable=False),  # the partition's Quiver store directory
+    pa.field("bundles", pa.int64(), nullable=False),  # bundles ingested (durable once the task ended)
+    pa.field("records", pa.int64(), nullable=False),
+    pa.field("otlp_bytes", pa.int64(), nullable=False),
+    pa.field("rejected", pa.int64(), nullable=False),  # rows rejected (errors="record")
+    pa.field("errors", pa.list_(pa.string())),  # why, one message per rejected row
 )
 DECODED_FIELDS = (
     pa.field("stream", pa.int64(), nullable=False),
@@ -114,6 +124,40 @@ def encode_otlp(
     schema = _output_schema(df, kept, ENCODED_FIELDS)
     task = _EncodeTask(sig, names[column], [names[k] for k in kept], config or EncoderConfig(), errors)
     return df.select(*dict.fromkeys([*kept, column])).mapInArrow(task, schema)
+
+
+def ingest_otlp(
+    df: DataFrame,
+    signal: Signal | str,
+    root: str | os.PathLike[str],
+    *,
+    column: str = "value",
+    config: EncoderConfig | None = None,
+    store_config: StoreConfig | None = None,
+    errors: ErrorPolicy = "raise",
+) -> DataFrame:
+    """Encode each partition's OTLP requests and ingest them, inside the task, into that
+    partition's own Quiver store ``quiver_store.core_path(root, partition)``, so no envelope
+    travels back through Spark (the bulk path; the driver only gets one ``STORED_FIELDS`` row per
+    partition). Every store must be on a file system the tasks can write and readers can reach
+    (local mode, or a shared mount).
+
+    Each task opens its store, ingests one ``encode_records`` bundle per request (acknowledged
+    once durable under ``store_config``), closes it (sealing the open segment) and then reports.
+    A retried task ingests its partition again into the same store, so a retry can store a bundle
+    twice (at-least-once); turn speculative execution off, since two attempts cannot hold one
+    store's lock. ``errors`` works as in ``encode_otlp``.
+    """
+    sig = _signal(signal)
+    if config is not None and not isinstance(config, EncoderConfig):
+        raise SparkJobError(f"config must be an EncoderConfig, got {type(config).__name__}")
+    if store_config is not None and not isinstance(store_config, StoreConfig):
+        raise SparkJobError(f"store_config must be a quiver_store StoreConfig, got {type(store_config).__name__}")
+    if errors not in ("raise", "record"):
+        raise SparkJobError(f"errors must be 'raise' or 'record', got {errors!r}")
+    _check_columns(df, column, (), "ingest_otlp")
+    task = _IngestTask(sig, os.fspath(root), config or EncoderConfig(), store_config, errors)
+    return df.select(column).mapInArrow(task, _output_schema(df, [], STORED_FIELDS))
 
 
 def decode_otap(df: DataFrame, signal: Signal | str | None = None, *, keep: Sequence[str] = ()) -> DataFrame:
@@ -238,16 +282,69 @@ class _EncodeTask:
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def _encode(self, encoder: Encoder, value: bytes | None, where: str) -> tuple[bytes | None, str | None, int]:
+        bundle, error = _convert(value, self.signal, self.errors, where)
+        if bundle is None:
+            return None, error, 0
         try:
-            if value is None:
-                raise SparkJobError("the request is null")
-            bundle = from_otlp(value, self.signal)
             return encoder.encode(bundle).to_bytes(), None, bundle.num_rows
-        except (OtapModelError, AdaptiveArrowError) as exc:
-            message = f"{where}: {exc}"
-            if self.errors == "raise":
-                raise SparkJobError(message) from None
-            return None, message, 0
+        except AdaptiveArrowError as exc:
+            return None, _reject(f"{where}: {exc}", self.errors), 0
+
+
+def _convert(value: bytes | None, signal: Signal, errors: ErrorPolicy, where: str) -> tuple[OtapBundle | None, str | None]:
+    """The request as plain tables, or (with errors="record") why it could not be converted."""
+    if value is None:
+        return None, _reject(f"{where}: the request is null", errors)
+    try:
+        return from_otlp(value, signal), None
+    except OtapModelError as exc:
+        return None, _reject(f"{where}: {exc}", errors)
+
+
+def _reject(message: str, errors: ErrorPolicy) -> str:
+    if errors == "raise":
+        raise SparkJobError(message)
+    return message
+
+
+class _IngestTask:
+    """Encodes a partition into records and ingests them into the partition's own store."""
+
+    def __init__(
+        self, signal: Signal, root: str, config: EncoderConfig, store_config: StoreConfig | None, errors: ErrorPolicy
+    ):
+        self.signal, self.root, self.config, self.store_config, self.errors = signal, root, config, store_config, errors
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        from .store_layout import OTAP_LAYOUT
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context else 0
+        path = core_path(self.root, partition)
+        encoder = Encoder(self.signal, self.config)
+        bundles = records = otlp_bytes = row = 0
+        rejected: list[str] = []
+        with QuiverStore.open(path, self.store_config, layout=OTAP_LAYOUT) as store:
+            for batch in batches:
+                for value in batch.column(0).to_pylist():
+                    where = f"partition {partition}, row {row}"
+                    row += 1
+                    bundle, error = _convert(value, self.signal, self.errors, where)
+                    if bundle is not None:
+                        try:
+                            store.ingest(encoder.encode_records(bundle))
+                            bundles, records, otlp_bytes = bundles + 1, records + bundle.num_rows, otlp_bytes + len(value)
+                        except AdaptiveArrowError as exc:
+                            error = _reject(f"{where}: {exc}", self.errors)
+                    if error is not None:
+                        rejected.append(error)
+        summary = (partition, path, bundles, records, otlp_bytes, len(rejected), rejected)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([v], f.type) for v, f in zip(summary, STORED_FIELDS, strict=True)],
+            schema=pa.schema(list(STORED_FIELDS)),
+        )
 
 
 class _DecodeTask:

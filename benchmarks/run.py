@@ -19,6 +19,7 @@ HARNESSES = [
     ("Quiver store", ["benchmarks.bench_store"]),
     ("Quiver subscribers", ["benchmarks.bench_subscribers"]),
     ("pipeline overhead of persisting", ["benchmarks.bench_pipeline"]),
+    ("encoding in Spark", ["benchmarks.bench_spark"]),
 ]
 
 

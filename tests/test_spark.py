@@ -11,10 +11,12 @@ import otap_model
 from adaptive_arrow import Decoder, Encoder, EncoderConfig
 from adaptive_arrow.errors import SparkJobError
 from adaptive_arrow.pipeline import run_pipeline
-from adaptive_arrow.spark import collect_streams, decode_otap, encode_otlp, stream_decoders
+from adaptive_arrow.spark import collect_streams, decode_otap, encode_otlp, ingest_otlp, stream_decoders
+from adaptive_arrow.store_layout import OTAP_LAYOUT
 from otap_model import Signal, normalize_otlp, to_otlp
 from otap_model.otlp.decode import REQUEST_TYPES
 from otap_model.otlp.order import canonical_order
+from quiver_store import QuiverStore, core_path
 
 
 def _requests(signal: str, count: int = 3_000, batch_size: int = 500, seed: int = 5) -> list[bytes]:
@@ -91,6 +93,29 @@ def test_bad_requests_are_recorded_and_the_stream_goes_on(spark) -> None:
         assert canonical_order(to_otlp(bundle)) == _canonical("logs", data)
 
 
+def test_tasks_ingest_each_partition_into_its_own_store(spark, tmp_path) -> None:
+    requests = _requests("metrics", 4_000, 500, seed=2)
+    bad: list[bytes | None] = [*requests[:3], b"\x12\x01", *requests[3:]]
+    frame = _frame(spark, bad)
+    summary = sorted(ingest_otlp(frame, "metrics", tmp_path, errors="record").collect(), key=lambda r: r.partition)
+
+    assert [(r.partition, r.store) for r in summary] == [(p, core_path(str(tmp_path), p)) for p in (0, 1)]
+    assert sum(r.bundles for r in summary) == len(requests)
+    assert sum(r.otlp_bytes for r in summary) == sum(map(len, requests))
+    errors = [e for r in summary for e in r.errors]
+    assert sum(r.rejected for r in summary) == len(errors) == 1
+    assert errors[0].startswith("partition ") and ", row " in errors[0]
+    stored = []
+    for row in summary:
+        with QuiverStore.open(row.store, layout=OTAP_LAYOUT) as store:
+            bundles = [bundle for _, _, bundle in store.bundles()]
+        assert len(bundles) == row.bundles
+        assert sum(Decoder().decode_records(b).num_rows for b in bundles) == row.records
+        stored += [canonical_order(to_otlp(Decoder().decode_records(b))).SerializeToString(deterministic=True) for b in bundles]
+    expected = [_canonical("metrics", data).SerializeToString(deterministic=True) for data in requests]
+    assert sorted(stored) == sorted(expected)
+
+
 def test_setup_errors_name_the_problem(spark) -> None:
     frame = spark.createDataFrame(pa.table({"value": pa.array([b"x"]), "text": pa.array(["a"]), "sequence": pa.array([1])}).to_pandas())
     cases = [
@@ -102,6 +127,8 @@ def test_setup_errors_name_the_problem(spark) -> None:
         (lambda: encode_otlp(frame, "logs", errors="ignore"), "errors must be 'raise' or 'record'"),
         (lambda: encode_otlp(frame, "logs", config={"sort": True}), "config must be an EncoderConfig"),
         (lambda: decode_otap(frame), "decode_otap: no column 'otap'"),
+        (lambda: ingest_otlp(frame, "logs", "/tmp/x", column="text"), "ingest_otlp: column 'text' is string"),
+        (lambda: ingest_otlp(frame, "logs", "/tmp/x", store_config={}), "store_config must be a quiver_store StoreConfig"),
     ]
     for call, expected in cases:
         with pytest.raises(SparkJobError, match=expected.replace("(", r"\(").replace("[", r"\[")):

@@ -1,0 +1,116 @@
+"""The encoder in Spark against the same encoder in one plain Python process (DESIGN.md section 6:
+Spark local mode costs at most 1.5x, and local[2] is at least 1.6x faster than local[1]).
+
+The same serialized OTLP requests (generated, default profile) are cut into the same partitions of
+consecutive requests in every mode; each partition is one stream-mode ``Encoder`` fed request by
+request (``from_otlp`` then ``encode(...).to_bytes()``):
+
+* ``python``: every partition one after the other in this process;
+* ``local[1]`` / ``local[2]``: ``adaptive_arrow.spark.encode_otlp`` over a cached DataFrame of those
+  partitions, its envelopes written to Spark's ``noop`` sink (they cross from the Python worker to
+  the JVM, nothing is collected). Each master gets its own SparkSession, one after the other.
+
+Every mode runs once untimed first (Python workers started, imports done, numba kernels loaded).
+Rounds alternate the modes within each session; medians are compared.
+
+Run:  .venv/bin/python -m benchmarks.bench_spark [--signal logs] [--requests 32] [--batch-size 5000]
+      [--partitions 4] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from adaptive_arrow import Encoder
+from adaptive_arrow.spark import encode_otlp, spark_session
+from otap_model import Signal, from_otlp, generate_otlp
+
+
+def partitions_of(requests: list[bytes], partitions: int) -> list[list[bytes]]:
+    """Consecutive runs of requests, as evenly as possible."""
+    size, extra = divmod(len(requests), partitions)
+    out, start = [], 0
+    for p in range(partitions):
+        end = start + size + (1 if p < extra else 0)
+        out.append(requests[start:end])
+        start = end
+    return out
+
+
+def run_python(signal: Signal, parts: list[list[bytes]]) -> float:
+    t0 = time.perf_counter()
+    for part in parts:
+        encoder = Encoder(signal)
+        for data in part:
+            encoder.encode(from_otlp(data, signal)).to_bytes()
+    return time.perf_counter() - t0
+
+
+def run_spark(df, signal: Signal) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    encode_otlp(df, signal).write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--signal", default="logs", choices=[s.value for s in Signal])
+    ap.add_argument("--requests", type=int, default=32, help="OTLP requests (batches) in all")
+    ap.add_argument("--batch-size", type=int, default=5000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--masters", default="local[1],local[2]")
+    args = ap.parse_args(argv)
+    signal = Signal(args.signal)
+    requests = [r.SerializeToString() for r in generate_otlp(signal, args.requests * args.batch_size,
+                                                             batch_size=args.batch_size, seed=7)]
+    parts = partitions_of(requests, args.partitions)
+    records = sum(from_otlp(r, signal).num_rows for r in requests)
+    print(f"{signal.value}: {len(requests)} requests, {records:,} root records, {sum(map(len, requests)):,} OTLP bytes, "
+          f"{args.partitions} partitions, {args.rounds} rounds")
+
+    times: dict[str, list[float]] = {"python": []}
+    run_python(signal, parts[:1])  # warm-up: imports, numba kernels
+    for master in args.masters.split(","):
+        spark = spark_session(master, "bench-spark")
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            df = _consecutive(spark, parts)
+            df.cache().count()
+            run_spark(df, signal)  # warm-up: workers, imports, numba kernels
+            times[master] = []
+            for _ in range(args.rounds):
+                times[master].append(run_spark(df, signal))
+                times["python"].append(run_python(signal, parts))
+        finally:
+            spark.stop()
+
+    base = statistics.median(times["python"])
+    print(f"{'mode':10} {'median s':>9} {'records/s':>11} {'vs python':>10}  rounds (s)")
+    for mode, values in times.items():
+        median = statistics.median(values)
+        print(f"{mode:10} {median:9.3f} {records / median:11,.0f} {median / base:9.2f}x  "
+              + " / ".join(f"{v:.2f}" for v in values))
+    masters = args.masters.split(",")
+    if len(masters) == 2:
+        one, two = (statistics.median(times[m]) for m in masters)
+        print(f"{masters[1]} is {one / two:.2f}x faster than {masters[0]}")
+    return 0
+
+
+def _consecutive(spark, parts: list[list[bytes]]):  # type: ignore[no-untyped-def]
+    """A DataFrame whose partition p holds exactly ``parts[p]``, in order."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    rdd = spark.sparkContext.parallelize([(data,) for part in parts for data in part], numSlices=len(parts))
+    frame = spark.createDataFrame(rdd, StructType([StructField("value", BinaryType())]))
+    sizes = frame.rdd.glom().map(len).collect()
+    if sizes != [len(part) for part in parts]:
+        raise SystemExit(f"Spark sliced the requests as {sizes}, not {[len(p) for p in parts]}; use a multiple of --partitions")
+    return frame
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
