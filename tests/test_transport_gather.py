@@ -14,6 +14,7 @@ TYPES = [
     pa.int64(), pa.uint8(), pa.uint16(), pa.int32(), pa.float64(), pa.float32(), pa.bool_(), pa.string(),
     pa.binary(), pa.large_string(), pa.binary(16), pa.binary(8), pa.timestamp("ns", tz="UTC"),
     pa.dictionary(pa.int32(), pa.string()), pa.struct([("a", pa.int32())]), pa.list_(pa.float64()),
+    pa.struct([("u", pa.uint32()), ("s", pa.string()), ("d", pa.dictionary(pa.int32(), pa.string())), ("l", pa.list_(pa.int64()))]),
 ]
 
 
@@ -37,8 +38,11 @@ def _column(rng: np.random.Generator, type_: pa.DataType, n: int, density: float
         values = list(rng.random(n) < 0.5)
     elif pa.types.is_floating(value_type):
         values = list(rng.normal(size=n))
-    elif pa.types.is_struct(value_type):
-        values = [{"a": int(v)} for v in rng.integers(0, 9, n)]
+    elif pa.types.is_struct(value_type):  # children null on their own, not only under a null struct
+        children = [_column(rng, value_type.field(i).type, n, float(rng.choice([0.0, 0.05, 0.6, 1.0])))
+                    for i in range(value_type.num_fields)]
+        mask = pa.array(~valid) if not valid.all() else None
+        return pa.StructArray.from_arrays(children, fields=list(value_type), mask=mask)
     elif pa.types.is_list(value_type):
         values = [list(rng.normal(size=int(rng.integers(0, 3)))) for _ in range(n)]
     elif pa.types.is_timestamp(value_type):
@@ -59,7 +63,7 @@ def _every_size(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(TYPES), st.sampled_from([0.0, 0.02, 0.2, 0.5, 1.0])), min_size=1, max_size=6),
+    st.lists(st.tuples(st.sampled_from(TYPES), st.sampled_from([0.0, 0.02, 0.2, 0.5, 0.97, 1.0])), min_size=1, max_size=6),
     st.integers(1, 300),
     st.integers(0, 9),
     st.integers(0, 2**32 - 1),
