@@ -18,6 +18,7 @@ for savings only (too small for timing).
 Run:  .venv/bin/python -m benchmarks.bench_encoder [--rows 20000] [--batch-size 5000] [--repeat 5]
       .venv/bin/python benchmarks/bench_encoder.py --cpu-times --repeat 20   (another tree: PYTHONPATH=<tree>)
       .venv/bin/python benchmarks/bench_encoder.py --digest                  (byte identity across trees)
+      .venv/bin/python -m benchmarks.bench_encoder --against <tree> --repeat 30   (in-process A/B, see against)
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib.util
 import io
 import os
+import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -154,6 +158,55 @@ def cpu_times(data: dict[Signal, list[OtapBundle]], repeat: int) -> None:
         print(f"| {signal.value} | {' | '.join(cells)} |")
 
 
+def _load_tree(tree: Path) -> object:
+    """Another tree's ``adaptive_arrow`` package, imported under the name ``adaptive_arrow_other``
+    (its modules import each other relatively; ``otap_model`` and ``quiver_store`` are shared)."""
+    package = tree / "adaptive_arrow"
+    spec = importlib.util.spec_from_file_location(
+        "adaptive_arrow_other", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no adaptive_arrow package under {tree}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def against(data: dict[Signal, list[OtapBundle]], tree: Path, repeat: int, rounds: int) -> None:
+    """This tree's encoder and another tree's in one process, alternating run by run: thread CPU
+    ms of the sorted and unsorted encode of every stream, minimum over ``repeat`` runs per round,
+    ``rounds`` rounds; the median round's ratio this / other. Both encoders see the same process
+    state and the same machine load at the same moments, so their ratio is steadier than two
+    processes run one after the other (the envelopes are compared for equality too)."""
+    other = _load_tree(tree)
+    print(f"### In-process A/B: {Path(adaptive_arrow.__file__).parents[1]} (this) vs {tree} (other); thread CPU ms, "
+          f"min of {repeat} runs per round, {rounds} rounds, load {os.getloadavg()[0]:.2f}\n")
+    print("| signal | mode | this (median of rounds) | other | this / other: median (range) |")
+    print("|---|---|---|---|---|")
+    for signal, bundles in data.items():
+        for sort in (False, True):
+            sides = {"this": (Encoder, EncoderConfig), "other": (other.Encoder, other.EncoderConfig)}  # type: ignore[attr-defined]
+            outputs: dict[str, list[bytes]] = {}
+            per_round: dict[str, list[float]] = {name: [] for name in sides}
+            for _ in range(rounds):
+                best_of = {name: float("inf") for name in sides}
+                for _ in range(repeat):
+                    for name, (encoder, config) in sides.items():
+                        t0 = time.thread_time()
+                        enc = encoder(signal, config(sort=sort))
+                        out = [enc.encode(b).to_bytes() for b in bundles]
+                        best_of[name] = min(best_of[name], time.thread_time() - t0)
+                        outputs[name] = out
+                for name in sides:
+                    per_round[name].append(best_of[name])
+            if outputs["this"] != outputs["other"]:
+                print(f"| {signal.value} | sort={sort} | envelopes differ between the trees | | |")
+            ratios = [a / b for a, b in zip(per_round["this"], per_round["other"], strict=True)]
+            print(f"| {signal.value} | {'adaptive+sort' if sort else 'adaptive'} | {statistics.median(per_round['this']) * 1e3:.2f} | "
+                  f"{statistics.median(per_round['other']) * 1e3:.2f} | {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |")
+
+
 def digest() -> None:
     """sha256 of every envelope (``Encoder.encode(b).to_bytes()``) over generated streams: each
     signal and profile, batch sizes 5000 / 300 / 37, sorted and unsorted, stream and unary mode.
@@ -204,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cpu-times", action="store_true", help="only the encode's thread CPU time (see cpu_times)")
     parser.add_argument("--digest", action="store_true", help="only sha256 digests of the envelopes (see digest)")
+    parser.add_argument("--against", type=Path, help="in-process A/B against the adaptive_arrow of another tree (see against)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --against")
     args = parser.parse_args(argv)
     if args.digest:
         digest()
@@ -212,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     data = {s: list(otap_model.generate(s, args.rows, batch_size=args.batch_size, seed=args.seed)) for s in Signal}
     if args.cpu_times:
         cpu_times(data, args.repeat)
+        return 0
+    if args.against:
+        against(data, args.against, args.repeat, args.rounds)
         return 0
 
     print(f"### Schema savings (generator, default profile, {args.rows} root records in batches of {args.batch_size})\n")
