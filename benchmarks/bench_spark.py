@@ -14,7 +14,7 @@ Every mode runs once untimed first (Python workers started, imports done, numba 
 Rounds alternate the modes within each session; medians are compared.
 
 Run:  .venv/bin/python -m benchmarks.bench_spark [--signal logs] [--requests 32] [--batch-size 5000]
-      [--partitions 4] [--rounds 5]
+      [--partitions 4] [--rounds 5] [--conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Spark setting over spark_session's defaults (repeatable)")
     args = ap.parse_args(argv)
     signal = Signal(args.signal)
     requests = [r.SerializeToString() for r in generate_otlp(signal, args.requests * args.batch_size,
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[str, list[float]] = {"python": []}
     run_python(signal, parts[:1])  # warm-up: imports, numba kernels
     for master in args.masters.split(","):
-        spark = spark_session(master, "bench-spark")
+        spark = spark_session(master, "bench-spark", **dict(c.split("=", 1) for c in args.conf))
         spark.sparkContext.setLogLevel("ERROR")
         try:
             df = _consecutive(spark, parts)
