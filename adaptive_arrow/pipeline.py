@@ -101,10 +101,11 @@ def run_pipeline(
                 r.SerializeToString()
                 for r in generate_otlp(signal, count, batch_size=batch_size, seed=seed, profile=profile)
             ]
+            config = encoder_config or EncoderConfig()  # the same encoding on both engines
             if spark is None:
-                encoded, report.encode_seconds = _encode_here(signal, requests, encoder_config)
+                encoded, report.encode_seconds = _encode_here(signal, requests, config)
             else:
-                encoded, report.encode_seconds = _encode_in_spark(spark, signal, requests, encoder_config)
+                encoded, report.encode_seconds = _encode_in_spark(spark, signal, requests, config)
             for index, envelope, records, decoder in encoded:
                 data = requests[index]
                 t0 = time.perf_counter()
@@ -128,7 +129,7 @@ def run_pipeline(
 _Encoded = list[tuple[int, bytes, int, Decoder]]  # (request index, envelope, root records, its stream's decoder)
 
 
-def _encode_here(signal: Signal, requests: list[bytes], config: EncoderConfig | None) -> tuple[_Encoded, float]:
+def _encode_here(signal: Signal, requests: list[bytes], config: EncoderConfig) -> tuple[_Encoded, float]:
     """One stream-mode encoder in this process; the seconds count conversion and encoding only."""
     encoder, decoder = Encoder(signal, config), Decoder()
     encoded: _Encoded = []
@@ -143,7 +144,7 @@ def _encode_here(signal: Signal, requests: list[bytes], config: EncoderConfig | 
 
 
 def _encode_in_spark(
-    spark: SparkSession, signal: Signal, requests: list[bytes], config: EncoderConfig | None
+    spark: SparkSession, signal: Signal, requests: list[bytes], config: EncoderConfig
 ) -> tuple[_Encoded, float]:
     """The requests as a DataFrame (contiguous runs per partition, as files or Kafka partitions
     would arrive), encoded by Spark tasks; the seconds are the whole job's, collection included."""

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 
 ErrorPolicy = Literal["raise", "record"]
 
+# encode_otlp's default: envelope bodies zstd-compressed. Every envelope byte crosses from the Python
+# worker into the JVM (measured: about 0.8 s of JVM CPU per 40 MB of uncompressed envelopes, 0.4 s
+# with zstd, for 0.1 s more worker CPU), and is usually written out from there.
+SPARK_ENCODER_CONFIG = EncoderConfig(ipc_compression="zstd")
+
 # Columns every encoded row carries, after the caller's `keep` columns (Arrow types Spark accepts).
 ENCODED_FIELDS = (
     pa.field("partition", pa.int32(), nullable=False),  # Spark partition of the input row
@@ -110,7 +115,8 @@ def encode_otlp(
     """Encode each row's OTLP export request (binary ``column``) into one OTAP envelope.
 
     Returns a DataFrame with the ``keep`` columns of the input, then ``ENCODED_FIELDS``. Each task
-    keeps one stream-mode encoder; its rows come out in input order, numbered by ``sequence``.
+    keeps one stream-mode encoder (``config``, by default ``SPARK_ENCODER_CONFIG``: zstd IPC
+    compression); its rows come out in input order, numbered by ``sequence``.
     ``errors="raise"`` fails the job on the first bad request (the message names partition, row
     and the problem); ``errors="record"`` emits the row with a null envelope and the reason in
     ``error``, and the stream goes on (a rejected request leaves the encoder unchanged).
@@ -126,7 +132,7 @@ def encode_otlp(
     if clashes:
         raise SparkJobError(f"encode_otlp: keep names {clashes}, which clash with output columns of the same names")
     schema = _output_schema(df, kept, ENCODED_FIELDS)
-    task = _EncodeTask(sig, names[column], [names[k] for k in kept], config or EncoderConfig(), errors)
+    task = _EncodeTask(sig, names[column], [names[k] for k in kept], config or SPARK_ENCODER_CONFIG, errors)
     return df.select(*dict.fromkeys([*kept, column])).mapInArrow(task, schema)
 
 

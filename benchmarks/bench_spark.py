@@ -3,7 +3,8 @@ Spark local mode costs at most 1.5x, and local[2] is at least 1.6x faster than l
 
 The same serialized OTLP requests (generated, default profile) are cut into the same partitions of
 consecutive requests in every mode; each partition is one stream-mode ``Encoder`` fed request by
-request (``from_otlp`` then ``encode(...).to_bytes()``):
+request (``from_otlp`` then ``encode(...).to_bytes()``), with the same ``EncoderConfig`` (by default
+``encode_otlp``'s: zstd IPC compression):
 
 * ``python``: every partition one after the other in this process;
 * ``local[1]`` / ``local[2]``: ``adaptive_arrow.spark.encode_otlp`` over a cached DataFrame of those
@@ -11,7 +12,10 @@ request (``from_otlp`` then ``encode(...).to_bytes()``):
   the JVM, nothing is collected). Each master gets its own SparkSession, one after the other.
 
 Every mode runs once untimed first (Python workers started, imports done, numba kernels loaded).
-Rounds alternate the modes within each session; medians are compared.
+Rounds alternate the modes within each session; medians are compared. Besides wall time, each run
+reports its CPU time summed over this process and all its descendants (the Spark JVM and its
+Python workers, read from /proc): the cost, which other jobs on the machine do not inflate the
+way they stretch wall time. local[2] against local[1] is a wall-time figure and needs idle cores.
 
 Run:  .venv/bin/python -m benchmarks.bench_spark [--signal logs] [--requests 32] [--batch-size 5000]
       [--partitions 4] [--rounds 5] [--conf KEY=VALUE ...]
@@ -20,10 +24,11 @@ Run:  .venv/bin/python -m benchmarks.bench_spark [--signal logs] [--requests 32]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
-from adaptive_arrow import Encoder
+from adaptive_arrow import Encoder, EncoderConfig
 from adaptive_arrow.spark import encode_otlp, spark_session
 from otap_model import Signal, from_otlp, generate_otlp
 
@@ -39,19 +44,43 @@ def partitions_of(requests: list[bytes], partitions: int) -> list[list[bytes]]:
     return out
 
 
-def run_python(signal: Signal, parts: list[list[bytes]]) -> float:
-    t0 = time.perf_counter()
+def tree_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and every live descendant (Linux /proc)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(pid, 0.0) for pid in tree)
+
+
+def run_python(signal: Signal, parts: list[list[bytes]], config: EncoderConfig) -> tuple[float, float]:
+    c0, t0 = tree_cpu_seconds(), time.perf_counter()
     for part in parts:
-        encoder = Encoder(signal)
+        encoder = Encoder(signal, config)
         for data in part:
             encoder.encode(from_otlp(data, signal)).to_bytes()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, tree_cpu_seconds() - c0
 
 
-def run_spark(df, signal: Signal) -> float:  # type: ignore[no-untyped-def]
-    t0 = time.perf_counter()
-    encode_otlp(df, signal).write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - t0
+def run_spark(df, signal: Signal, config: EncoderConfig) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    c0, t0 = tree_cpu_seconds(), time.perf_counter()
+    encode_otlp(df, signal, config=config).write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t0, tree_cpu_seconds() - c0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,43 +91,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument("--ipc-compression", default="zstd", choices=("zstd", "none"),
+                    help="EncoderConfig.ipc_compression on both sides (default zstd, encode_otlp's default)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Spark setting over spark_session's defaults (repeatable)")
     args = ap.parse_args(argv)
     signal = Signal(args.signal)
+    config = EncoderConfig(ipc_compression=None if args.ipc_compression == "none" else args.ipc_compression)
     requests = [r.SerializeToString() for r in generate_otlp(signal, args.requests * args.batch_size,
                                                              batch_size=args.batch_size, seed=7)]
     parts = partitions_of(requests, args.partitions)
     records = sum(from_otlp(r, signal).num_rows for r in requests)
     print(f"{signal.value}: {len(requests)} requests, {records:,} root records, {sum(map(len, requests)):,} OTLP bytes, "
-          f"{args.partitions} partitions, {args.rounds} rounds")
+          f"{args.partitions} partitions, {args.rounds} rounds, ipc_compression {args.ipc_compression}")
 
-    times: dict[str, list[float]] = {"python": []}
-    run_python(signal, parts[:1])  # warm-up: imports, numba kernels
+    times: dict[str, list[tuple[float, float]]] = {"python": []}
+    run_python(signal, parts[:1], config)  # warm-up: imports, numba kernels
     for master in args.masters.split(","):
         spark = spark_session(master, "bench-spark", **dict(c.split("=", 1) for c in args.conf))
         spark.sparkContext.setLogLevel("ERROR")
         try:
             df = _consecutive(spark, parts)
             df.cache().count()
-            run_spark(df, signal)  # warm-up: workers, imports, numba kernels
+            run_spark(df, signal, config)  # warm-up: workers, imports, numba kernels
             times[master] = []
             for _ in range(args.rounds):
-                times[master].append(run_spark(df, signal))
-                times["python"].append(run_python(signal, parts))
+                times[master].append(run_spark(df, signal, config))
+                times["python"].append(run_python(signal, parts, config))
         finally:
             spark.stop()
 
-    base = statistics.median(times["python"])
-    print(f"{'mode':10} {'median s':>9} {'records/s':>11} {'vs python':>10}  rounds (s)")
-    for mode, values in times.items():
-        median = statistics.median(values)
-        print(f"{mode:10} {median:9.3f} {records / median:11,.0f} {median / base:9.2f}x  "
-              + " / ".join(f"{v:.2f}" for v in values))
+    wall = {mode: statistics.median(t for t, _ in runs) for mode, runs in times.items()}
+    cpu = {mode: statistics.median(c for _, c in runs) for mode, runs in times.items()}
+    print(f"{'mode':10} {'wall s':>7} {'records/s':>10} {'vs python':>9} {'cpu s':>6} {'vs python':>9}  rounds: wall/cpu s")
+    for mode, runs in times.items():
+        print(f"{mode:10} {wall[mode]:7.3f} {records / wall[mode]:10,.0f} {wall[mode] / wall['python']:8.2f}x "
+              f"{cpu[mode]:6.2f} {cpu[mode] / cpu['python']:8.2f}x  " + " ".join(f"{t:.2f}/{c:.2f}" for t, c in runs))
     masters = args.masters.split(",")
     if len(masters) == 2:
-        one, two = (statistics.median(times[m]) for m in masters)
-        print(f"{masters[1]} is {one / two:.2f}x faster than {masters[0]}")
+        print(f"{masters[1]} is {wall[masters[0]] / wall[masters[1]]:.2f}x faster than {masters[0]} (wall time)")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
