@@ -278,6 +278,10 @@ def sort_attributes(keys: Mapping[str, Key | None], types: pa.Array | None, n: i
     return ordering
 
 
+_SHORT = 64
+"""String and binary columns up to this many rows are ranked row by row (``pc.rank`` of the column)
+instead of through a dictionary: the fixed cost of the extra calls dominates such tables."""
+
 _WIDE = 16
 """Numeric keys wider than this are worth ranking when the keys overflow a word (a wide range
 over few distinct values: doubles, timestamps, sparse value columns)."""
@@ -323,6 +327,12 @@ def column_key(column: pa.Array, where: str) -> Key:
         or pa.types.is_large_binary(type_)
         or pa.types.is_fixed_size_binary(type_)
     ):
+        if len(column) <= _SHORT:  # rank the rows themselves: one call instead of hash, rank, map
+            ranks = pc.rank(column, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.uint64)
+            ranks -= np.uint64(1)  # nulls rank last, one past the largest value
+            high = int(ranks.max())
+            null = np.uint64(high if column.null_count else high + 1)
+            return Key(ranks, null, high.bit_length(), dense=True)
         if 2 * column.null_count > len(column):  # mostly null: hash the valid values only
             encoded = pc.dictionary_encode(pc.drop_null(column))
             return _ranked(encoded.indices, encoded.dictionary, column)
