@@ -70,10 +70,6 @@ SESSION_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "false",
-    # Arrow batches of at most 2 MiB into the Python worker: a batch holds whole OTLP requests, and
-    # small batches let the JVM ship the next requests while the worker encodes (the default,
-    # 10,000 rows, puts a whole partition of large requests in one batch; bench_spark measures both).
-    "spark.sql.execution.arrow.maxBytesPerBatch": str(2 << 20),
 }
 
 
