@@ -76,15 +76,17 @@ SESSION_DEFAULTS = {
 def spark_session(master: str = "local[2]", app_name: str = "adaptive-arrow", **conf: str) -> SparkSession:
     """A SparkSession set up for this package: workers run this interpreter (so they import the
     same pyarrow and adaptive_arrow), Arrow output is validated against the declared schema, and
-    shuffles use as many partitions as local cores. ``conf`` overrides any setting."""
+    in local mode shuffles use as many partitions as local cores. ``conf`` overrides any setting."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise SparkJobError("pyspark is not installed; install the project's 'spark' extra") from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    cores = _local_cores(master)
-    settings = {**SESSION_DEFAULTS, "spark.sql.shuffle.partitions": str(cores), "spark.default.parallelism": str(cores)}
+    settings = dict(SESSION_DEFAULTS)
+    cores = local_cores(master)
+    if cores is not None:
+        settings.update({"spark.sql.shuffle.partitions": str(cores), "spark.default.parallelism": str(cores)})
     settings.update(conf)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
@@ -92,11 +94,20 @@ def spark_session(master: str = "local[2]", app_name: str = "adaptive-arrow", **
     return builder.getOrCreate()
 
 
-def _local_cores(master: str) -> int:
-    if master.startswith("local[") and master.endswith("]"):
-        inner = master[6:-1]
-        return os.cpu_count() or 1 if inner == "*" else int(inner.split(",")[0])
-    return 2 if master != "local" else 1
+def local_cores(master: str) -> int | None:
+    """The task slots of a ``local``, ``local[N]``, ``local[*]`` or ``local[N, F]`` master; None for
+    any other master (a cluster decides its own parallelism)."""
+    if master == "local":
+        return 1
+    if not (master.startswith("local[") and master.endswith("]")):
+        return None
+    slots = master[len("local[") : -1].split(",")[0].strip()
+    if slots == "*":
+        return os.cpu_count() or 1
+    try:
+        return max(1, int(slots))
+    except ValueError:
+        raise SparkJobError(f"master {master!r}: expected local[N] or local[*]") from None
 
 
 def encode_otlp(

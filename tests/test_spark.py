@@ -17,6 +17,7 @@ from adaptive_arrow.spark import (
     decode_otap,
     encode_otlp,
     ingest_otlp,
+    local_cores,
     stream_decoders,
 )
 from adaptive_arrow.store_layout import OTAP_LAYOUT
@@ -149,3 +150,23 @@ def test_pipeline_with_spark_stores_and_verifies_every_bundle(spark, tmp_path) -
     assert [(r.signal.value, r.batches, r.verified, r.delivered) for r in result.reports] == [
         ("logs", 4, 4, 4), ("traces", 4, 4, 4), ("metrics", 4, 4, 4),
     ]
+
+
+def test_the_session_has_the_settings_the_jobs_rely_on(spark) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.sql.execution.arrow.pyspark.validateSchema.enabled") == "true"
+    assert conf.get("spark.sql.shuffle.partitions") == "2"  # local[2]: one per task slot
+    assert conf.get("spark.ui.enabled") == "false"
+
+
+@pytest.mark.parametrize(
+    ("master", "slots"),
+    [("local", 1), ("local[1]", 1), ("local[3]", 3), ("local[2, 4]", 2), ("spark://host:7077", None)],
+)
+def test_local_cores_reads_the_task_slots_of_a_master(master: str, slots: int | None) -> None:
+    assert local_cores(master) == slots
+
+
+def test_a_malformed_local_master_is_refused() -> None:
+    with pytest.raises(SparkJobError, match=r"master 'local\[two\]': expected local\[N\] or local\[\*\]"):
+        local_cores("local[two]")
