@@ -17,6 +17,7 @@ from .errors import (
     EncodingError,
     EnvelopeError,
     SchemaUpdateLimitError,
+    SparkJobError,
 )
 from .events import EncoderStats, Event, EventKind
 from .signature import schema_fingerprint, schema_signature
@@ -36,6 +37,7 @@ __all__ = [
     "Event",
     "EventKind",
     "SchemaUpdateLimitError",
+    "SparkJobError",
     "schema_fingerprint",
     "schema_signature",
 ]
