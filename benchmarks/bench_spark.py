@@ -1,9 +1,11 @@
 """The encoder in Spark against the same encoder in one plain Python process (DESIGN.md section 6:
 Spark local mode costs at most 1.5x, and local[2] is at least 1.6x faster than local[1]).
 
-The same serialized OTLP requests (generated, default profile) are cut into the same partitions of
-consecutive requests in every mode; each partition is one stream-mode ``Encoder`` fed request by
-request (``from_otlp`` then ``encode(...).to_bytes()``), with the same ``EncoderConfig`` (by default
+The same serialized OTLP requests (generated, default profile; 64 of 5,000 root records by default,
+about 100 MB, so each of the 4 partitions carries about 25 MB and Spark's fixed cost per job and
+task does not dominate) are cut into the same partitions of consecutive requests in every mode.
+Each partition is one stream-mode ``Encoder`` fed request by request (``from_otlp`` then
+``encode(...).to_bytes()``), with the same ``EncoderConfig`` on both sides (by default
 ``encode_otlp``'s: zstd IPC compression):
 
 * ``python``: every partition one after the other in this process;
@@ -17,7 +19,7 @@ reports its CPU time summed over this process and all its descendants (the Spark
 Python workers, read from /proc): the cost, which other jobs on the machine do not inflate the
 way they stretch wall time. local[2] against local[1] is a wall-time figure and needs idle cores.
 
-Run:  .venv/bin/python -m benchmarks.bench_spark [--signal logs] [--requests 32] [--batch-size 5000]
+Run:  .venv/bin/python -m benchmarks.bench_spark [--signal logs] [--requests 64] [--batch-size 5000]
       [--partitions 4] [--rounds 5] [--conf KEY=VALUE ...]
 """
 
@@ -86,7 +88,7 @@ def run_spark(df, signal: Signal, config: EncoderConfig) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--signal", default="logs", choices=[s.value for s in Signal])
-    ap.add_argument("--requests", type=int, default=32, help="OTLP requests (batches) in all")
+    ap.add_argument("--requests", type=int, default=64, help="OTLP requests (batches) in all")
     ap.add_argument("--batch-size", type=int, default=5000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[str, list[tuple[float, float]]] = {"python": []}
     run_python(signal, parts[:1], config)  # warm-up: imports, numba kernels
     for master in args.masters.split(","):
-        spark = spark_session(master, "bench-spark", **dict(c.split("=", 1) for c in args.conf))
+        conf = {"spark.driver.memory": "3g", **dict(c.split("=", 1) for c in args.conf)}  # parallelize ships the requests
+        spark = spark_session(master, "bench-spark", **conf)
         spark.sparkContext.setLogLevel("ERROR")
         try:
             df = _consecutive(spark, parts)
