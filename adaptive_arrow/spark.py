@@ -129,10 +129,7 @@ def encode_otlp(
     ``error``, and the stream goes on (a rejected request leaves the encoder unchanged).
     """
     sig = _signal(signal)
-    if config is not None and not isinstance(config, EncoderConfig):
-        raise SparkJobError(f"config must be an EncoderConfig, got {type(config).__name__}")
-    if errors not in ("raise", "record"):
-        raise SparkJobError(f"errors must be 'raise' or 'record', got {errors!r}")
+    _check_options(config, errors)
     names = _check_columns(df, column, keep, "encode_otlp")
     kept = list(dict.fromkeys(keep))
     clashes = sorted(set(kept) & {f.name for f in ENCODED_FIELDS})
@@ -166,12 +163,9 @@ def ingest_otlp(
     store's lock. ``errors`` works as in ``encode_otlp``.
     """
     sig = _signal(signal)
-    if config is not None and not isinstance(config, EncoderConfig):
-        raise SparkJobError(f"config must be an EncoderConfig, got {type(config).__name__}")
+    _check_options(config, errors)
     if store_config is not None and not isinstance(store_config, StoreConfig):
         raise SparkJobError(f"store_config must be a quiver_store StoreConfig, got {type(store_config).__name__}")
-    if errors not in ("raise", "record"):
-        raise SparkJobError(f"errors must be 'raise' or 'record', got {errors!r}")
     _check_columns(df, column, (), "ingest_otlp")
     task = _IngestTask(sig, os.fspath(root), config or EncoderConfig(), store_config, errors)
     return df.select(column).mapInArrow(task, _output_schema(df, [], STORED_FIELDS))
@@ -240,6 +234,13 @@ def _signal(signal: Signal | str) -> Signal:
         raise SparkJobError(f"unknown signal {signal!r}; expected one of {[s.value for s in Signal]}") from None
 
 
+def _check_options(config: EncoderConfig | None, errors: str) -> None:
+    if config is not None and not isinstance(config, EncoderConfig):
+        raise SparkJobError(f"config must be an EncoderConfig, got {type(config).__name__}")
+    if errors not in ("raise", "record"):
+        raise SparkJobError(f"errors must be 'raise' or 'record', got {errors!r}")
+
+
 def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str) -> dict[str, int]:
     """Column positions by name, after checking that ``column`` is binary and ``keep`` exists."""
     from pyspark.sql.types import BinaryType
@@ -280,21 +281,16 @@ class _EncodeTask:
         partition = context.partitionId() if context else 0
         stream = context.taskAttemptId() if context else 0
         encoder = Encoder(self.signal, self.config)
-        sequence = row_index = 0
+        sequence = 0
         for batch in batches:
-            out: dict[str, list[Any]] = {f.name: [] for f in ENCODED_FIELDS}
+            rows = []  # one tuple of ENCODED_FIELDS values per input row
             for value in batch.column(self.column).to_pylist():
-                otap, error, records = self._encode(encoder, value, f"partition {partition}, row {row_index}")
-                for name, item in zip(
-                    ("partition", "stream", "sequence", "records", "otlp_bytes", "otap", "error"),
-                    (partition, stream, sequence, records, len(value or b""), otap, error),
-                    strict=True,
-                ):
-                    out[name].append(item)
+                otap, error, records = self._encode(encoder, value, f"partition {partition}, row {sequence}")
+                rows.append((partition, stream, sequence, records, len(value or b""), otap, error))
                 sequence += 1
-                row_index += 1
+            values = list(zip(*rows, strict=True)) if rows else [()] * len(ENCODED_FIELDS)
             columns = [batch.column(i) for i in self.keep]
-            columns += [pa.array(out[f.name], f.type) for f in ENCODED_FIELDS]
+            columns += [pa.array(column, f.type) for column, f in zip(values, ENCODED_FIELDS, strict=True)]
             schema = pa.schema([batch.schema.field(i) for i in self.keep] + list(ENCODED_FIELDS))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
