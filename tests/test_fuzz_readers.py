@@ -70,6 +70,8 @@ def test_zipkin_json(data):
 def test_decoder_on_raw_bytes(data):
     with contextlib.suppress(AdaptiveArrowError):
         Decoder().decode(data)
+    with contextlib.suppress(AdaptiveArrowError):
+        Decoder().read_records(data)
 
 
 @FUZZ
