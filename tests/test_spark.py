@@ -124,6 +124,20 @@ def test_tasks_ingest_each_partition_into_its_own_store(spark, tmp_path) -> None
     assert sorted(stored) == sorted(expected)
 
 
+def test_a_bad_request_stops_the_ingest_and_keeps_what_was_stored(spark, tmp_path) -> None:
+    good = _requests("logs", 1_500, 500)
+    requests: list[bytes | None] = [good[0], good[1], b"\xff\xff\xff", good[2]]
+    frame = spark.createDataFrame(pa.table({"value": pa.array(requests, pa.binary())}).to_pandas()).coalesce(1)
+    with pytest.raises(PythonException, match=r"SparkJobError: partition 0, row 2:"):
+        ingest_otlp(frame, "logs", tmp_path).collect()
+
+    with QuiverStore.open(core_path(str(tmp_path), 0), layout=OTAP_LAYOUT) as store:
+        stored = [bundle for _, _, bundle in store.bundles()]
+    assert [canonical_order(to_otlp(Decoder().decode_records(b))) for b in stored] == [
+        _canonical("logs", data) for data in good[:2]
+    ]
+
+
 def test_setup_errors_name_the_problem(spark) -> None:
     frame = spark.createDataFrame(pa.table({"value": pa.array([b"x"]), "text": pa.array(["a"]), "sequence": pa.array([1])}).to_pandas())
     cases = [
