@@ -21,6 +21,8 @@ gathers the sorted columns first nor compares strings again: equal keys mean equ
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +31,7 @@ from otap_model import PayloadType
 from otap_model.payload import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES
 
 from . import kernels
-from .columns import get_column, unsigned_array, unsigned_values
+from .columns import SchemaCache, get_column, get_field, unsigned_array, unsigned_values
 from .errors import TransportError
 from .sort import Key, Ordering, column_key, validity
 
@@ -75,7 +77,7 @@ def encode_parent_ids(
         types = get_column(batch, "type")
         if types is None:
             raise TransportError(f"{pt.name}: attribute table without a type column")
-        layout = _attrs_layout(batch, types, ordering, keys)
+        layout = _attrs_layout(batch, ordering, keys)
         if layout is not None:
             kernels.attrs_quasi_delta_sorted(values, rows, ordering.sorted_words(), *layout, out)
             return unsigned_array(out, parent_ids, None)
@@ -99,13 +101,7 @@ def encode_parent_ids(
         kernels.key_equal(*_eq_key(batch, "trace_id", keys, where), rows, eq)
     elif pt in EXEMPLAR_TABLES:
         ints, doubles = _eq_key(batch, "int_value", keys, where), _eq_key(batch, "double_value", keys, where)
-        int_equal, double_equal = eq, eq.copy()
-        ints_null, doubles_null = np.empty_like(eq), np.empty_like(eq)
-        kernels.key_equal(*ints, rows, int_equal)
-        kernels.key_equal(*doubles, rows, double_equal)
-        kernels.key_both_null(*ints, rows, ints_null)
-        kernels.key_both_null(*doubles, rows, doubles_null)
-        eq = (int_equal & doubles_null) | (double_equal & ints_null)
+        kernels.exemplar_equal(*ints, *doubles, rows, eq)
     else:
         raise TransportError(f"{pt.name}: has no quasi-delta encoded column")
     kernels.quasi_delta_perm(values, rows, eq, out)
@@ -116,12 +112,15 @@ _ATTR_FIELDS = ("type", "key", "str", "int", "double", "bool", "bytes")
 
 
 def _attrs_layout(
-    batch: pa.RecordBatch, types: pa.Array, ordering: Ordering, keys: dict[str, Key | None]
+    batch: pa.RecordBatch, ordering: Ordering, keys: dict[str, Key | None]
 ) -> tuple[np.ndarray, np.ndarray, np.uint64] | None:
     """Where ``kernels.attrs_quasi_delta_sorted`` finds each equality column in the sort's packed
     words (layout, null keys, lowest type code); None when some column's key is not usable that
     way (not a sort key, a narrow float compared by raw bits, a ranked or signed type column)."""
-    if not ordering.words or not pa.types.is_unsigned_integer(types.type):
+    if not ordering.words:
+        return None
+    narrow = _narrow_floats(batch.schema)
+    if narrow is None:
         return None
     layout = np.zeros((len(_ATTR_FIELDS), 4), dtype=np.int64)
     nulls = np.zeros(len(_ATTR_FIELDS), dtype=np.uint64)
@@ -131,10 +130,7 @@ def _attrs_layout(
         key = keys[path]
         if key is None:
             continue  # absent or all null: mode 0
-        column = get_column(batch, path)
-        assert column is not None
-        value_type = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-        if pa.types.is_floating(value_type) and value_type.bit_width < 64:
+        if narrow[f]:
             return None
         if path not in ordering.fields:
             layout[f, 0] = 1  # zero-width key: one value, no nulls
@@ -146,6 +142,30 @@ def _attrs_layout(
     if type_key is not None and (type_key.dense or "type" in ordering.ranked):
         return None
     return layout, nulls, np.uint64(type_key.low if type_key is not None else 0)
+
+
+_NARROW = SchemaCache()
+
+
+def _narrow_floats(schema: pa.Schema) -> tuple[bool, ...] | None:
+    """Per ``_ATTR_FIELDS`` column: is it a float narrower than 64 bits (plain or dictionary)?
+    None when ``type`` is not a plain unsigned integer. Depends only on the schema, so cached."""
+    found = _NARROW.get(None, schema)
+    if found is None:
+        types = get_field(schema, "type")
+        if types is None or not pa.types.is_unsigned_integer(types.type):
+            found = ()
+        else:
+            found = tuple(_narrow_float(get_field(schema, path)) for path in _ATTR_FIELDS)
+        _NARROW.put(None, schema, found)
+    return cast(tuple[bool, ...], found) or None
+
+
+def _narrow_float(field: pa.Field | None) -> bool:
+    if field is None:
+        return False
+    type_ = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    return pa.types.is_floating(type_) and type_.bit_width < 64
 
 
 def _eq_key(batch: pa.RecordBatch, path: str, keys: dict[str, Key | None], where: str) -> tuple[np.ndarray, np.uint64]:

@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import kernels
-from .columns import unsigned_array, unsigned_values
 from .errors import TransportError
 from .sort import validity
 
@@ -37,11 +35,12 @@ class Renumbering:
 
     def apply(self, parent_ids: pa.Array, where: str, parent: str) -> pa.Array:
         """Rewrite a child's ``parent_id`` column; every value must name an existing parent id."""
-        _check_unsigned(parent_ids, where)
+        dtype, top = _unsigned(parent_ids, where)
         if parent_ids.null_count:
             row = int(np.flatnonzero(~parent_ids.is_valid().to_numpy(zero_copy_only=False))[0])
             raise TransportError(f"{where}: parent_id is null at row {row}; every child row needs a parent")
-        values, _ = unsigned_values(parent_ids)
+        given = _values(parent_ids, dtype)
+        values = given
         lut = self.lut
         if self.old is not None:
             slot = np.searchsorted(self.old, values)
@@ -49,54 +48,57 @@ class Renumbering:
             found[found] = self.old[slot[found]] == values[found]
             # a missing id gets a slot past the table, which kernels.remap reports
             values = np.where(found, slot, lut.size)
-        out = np.empty(len(parent_ids), dtype=parent_ids.type.to_pandas_dtype())
+        out = np.empty(len(parent_ids), dtype=dtype)
         bad, largest = kernels.remap(values, lut, out)
         if bad >= 0:
-            value = unsigned_values(parent_ids)[0][bad]
             raise TransportError(
-                f"{where}: parent_id {int(value)} at row {bad} matches no {parent} "
+                f"{where}: parent_id {int(given[bad])} at row {bad} matches no {parent} "
                 "(a dangling reference; every parent_id must name an id of the parent table)"
             )
-        if largest > np.iinfo(out.dtype).max:
+        if largest > top:
             raise TransportError(
                 f"{where}: {parent} ids reach {largest}, beyond the {parent_ids.type} parent_id column"
             )
-        return unsigned_array(out, parent_ids, None)
+        return pa.Array.from_buffers(parent_ids.type, len(out), [None, pa.py_buffer(out)])
 
 
 def renumber_delta(ids: pa.Array, where: str) -> tuple[pa.Array, Renumbering]:
-    """Dense ids in order of first appearance, delta-encoded, and the old -> new mapping."""
-    _check_unsigned(ids, where)
-    values, _ = unsigned_values(ids)
+    """Dense ids in order of first appearance, delta-encoded, and the old -> new mapping.
+
+    One pass (``kernels.valid_max``) finds the largest valid id and repacks the validity from bit 0
+    (the output's null buffer), so a column with nulls costs no ``pc.max`` or ``is_valid``."""
+    dtype, _ = _unsigned(ids, where)
+    values = _values(ids, dtype)
     bitmap, offset = validity(ids)
     n = len(ids)
+    nulls = ids.null_count
+    bits = np.zeros((n + 7) // 8 if nulls else 0, dtype=np.uint8)
+    top = kernels.valid_max(values, bitmap, offset, bits)
     old = None
-    top = int(values.max()) if n and bitmap.size == 0 else _largest_valid(ids)
     if top >= max(_DIRECT_LOOKUP, 4 * n):
-        present = values if bitmap.size == 0 else values[ids.is_valid().to_numpy(zero_copy_only=False)]
+        present = values if not nulls else values[ids.is_valid().to_numpy(zero_copy_only=False)]
         old = np.unique(present)
         # null slots may hold anything: clip their slot into the table (the kernel never reads it)
         values = np.minimum(np.searchsorted(old, values), max(old.size - 1, 0)).astype(np.uint32)
         top = old.size - 1
     lut = np.full(top + 1, -1, dtype=np.int64)
-    out = np.empty(n, dtype=ids.type.to_pandas_dtype())
+    out = np.empty(n, dtype=dtype)
     kernels.renumber_delta(values, bitmap, offset, lut, out)
-    encoded = pa.Array.from_buffers(ids.type, n, [_null_buffer(ids), pa.py_buffer(out)], ids.null_count)
+    encoded = pa.Array.from_buffers(ids.type, n, [pa.py_buffer(bits) if nulls else None, pa.py_buffer(out)], nulls)
     return encoded, Renumbering(lut, old)
 
 
-def _largest_valid(ids: pa.Array) -> int:
-    largest = pc.max(ids).as_py()
-    return -1 if largest is None else int(largest)
+_UNSIGNED: dict[int, tuple[np.dtype, int]] = {pa.uint16().id: (np.dtype(np.uint16), 0xFFFF), pa.uint32().id: (np.dtype(np.uint32), 0xFFFFFFFF)}
 
 
-def _null_buffer(ids: pa.Array) -> pa.Buffer | None:
-    if ids.null_count == 0:
-        return None
-    valid = ids.is_valid().to_numpy(zero_copy_only=False)
-    return pa.py_buffer(np.packbits(valid, bitorder="little"))
-
-
-def _check_unsigned(ids: pa.Array, where: str) -> None:
-    if ids.type not in (pa.uint16(), pa.uint32()):
+def _unsigned(ids: pa.Array, where: str) -> tuple[np.dtype, int]:
+    """The numpy dtype and largest value of a u16 / u32 id column; any other type is an error."""
+    found = _UNSIGNED.get(ids.type.id)
+    if found is None:
         raise TransportError(f"{where}: id column has type {ids.type}; expected uint16 or uint32")
+    return found
+
+
+def _values(ids: pa.Array, dtype: np.dtype) -> np.ndarray:
+    """The column's values as a read-only view (null slots hold whatever the buffer holds)."""
+    return np.frombuffer(ids.buffers()[1], dtype=dtype)[ids.offset : ids.offset + len(ids)]

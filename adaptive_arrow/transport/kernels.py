@@ -171,6 +171,25 @@ def _renumber_delta(values: np.ndarray, bitmap: np.ndarray, offset: int, lut: np
     return count
 
 
+def _valid_max(values: np.ndarray, bitmap: np.ndarray, offset: int, bits: np.ndarray) -> int:
+    """The largest valid value of a u16 / u32 column (-1: none). With a ``bitmap``, each valid slot's bit is also set in
+    ``bits`` (zeroed, starting at bit 0): the validity repacked without the offset, as
+    ``np.packbits(valid, bitorder="little")`` gives it."""
+    largest = -1
+    if bitmap.size == 0:
+        for i in range(values.size):
+            if values[i] > largest:
+                largest = values[i]
+        return largest
+    for i in range(values.size):
+        bit = offset + i
+        if (bitmap[bit >> 3] >> (bit & 7)) & 1:
+            bits[i >> 3] |= np.uint8(1 << (i & 7))
+            if values[i] > largest:
+                largest = values[i]
+    return largest
+
+
 def _remap(values: np.ndarray, lut: np.ndarray, out: np.ndarray) -> tuple[int, int]:
     """``out[i] = lut[values[i]]``. Returns (first row whose value has no entry or -1, largest new id)."""
     largest = 0
@@ -223,22 +242,33 @@ def _key_equal(key: np.ndarray, null: int, perm: np.ndarray, eq: np.ndarray) -> 
         prev = k
 
 
-def _key_both_null(key: np.ndarray, null: int, perm: np.ndarray, out: np.ndarray) -> None:
-    """``out[i]``: rows i and i - 1 are both null (an empty ``key``: the column is all null)."""
-    n = out.size
+def _exemplar_equal(
+    ints: np.ndarray, int_null: int, doubles: np.ndarray, double_null: int, perm: np.ndarray, eq: np.ndarray
+) -> None:
+    """The exemplar rule: ``eq[i]`` when rows i and i - 1 hold the same int and both no double, or
+    the same double and both no int (rows read through ``perm``; an empty key is a column that is
+    absent or all null, so never equal and always null)."""
+    n = eq.size
     if n == 0:
         return
-    if key.size == 0:
-        out[:] = True
-        out[0] = False
-        return
+    eq[0] = False
     permuted = perm.size != 0
-    prev = key[perm[0]] if permuted else key[0]
-    out[0] = False
+    has_ints = ints.size != 0
+    has_doubles = doubles.size != 0
+    r = perm[0] if permuted else 0
+    prev_i = ints[r] if has_ints else int_null
+    prev_d = doubles[r] if has_doubles else double_null
     for i in range(1, n):
-        k = key[perm[i]] if permuted else key[i]
-        out[i] = k == null and prev == null
-        prev = k
+        r = perm[i] if permuted else i
+        k_i = ints[r] if has_ints else int_null
+        k_d = doubles[r] if has_doubles else double_null
+        ints_equal = has_ints and k_i == prev_i and k_i != int_null
+        doubles_equal = has_doubles and k_d == prev_d and k_d != double_null
+        ints_null = k_i == int_null and prev_i == int_null
+        doubles_null = k_d == double_null and prev_d == double_null
+        eq[i] = (ints_equal and doubles_null) or (doubles_equal and ints_null)
+        prev_i = k_i
+        prev_d = k_d
 
 
 def _attrs_quasi_delta(
@@ -499,10 +529,11 @@ is_sorted = _compile(_is_sorted)
 or_shifted = _compile(_or_shifted)
 renumber_delta = _compile(_renumber_delta)
 remap = _compile(_remap)
+valid_max = _compile(_valid_max)
 delta_perm = _compile(_delta_perm)
 quasi_delta_perm = _compile(_quasi_delta_perm)
 key_equal = _compile(_key_equal)
-key_both_null = _compile(_key_both_null)
+exemplar_equal = _compile(_exemplar_equal)
 attrs_quasi_delta = _compile(_attrs_quasi_delta)
 attrs_quasi_delta_sorted = _compile(_attrs_quasi_delta_sorted)
 merge_attr_values = _compile(_merge_attr_values)
