@@ -94,34 +94,46 @@ def test_exemplar_equal_is_the_composed_key_rules(ints: list, doubles: list, no_
         assert eq.tolist() == expected.tolist()
 
 
-def _attrs(double_type: pa.DataType, n: int, rng: np.random.Generator) -> pa.RecordBatch:
-    types = rng.integers(1, 4, n).astype(np.uint8)
-    return pa.RecordBatch.from_pydict({
-        "parent_id": pa.array(rng.integers(0, 4, n), pa.uint16()),
-        "key": pa.array(rng.choice(["a", "b"], n)),
-        "type": pa.array(types, pa.uint8()),
-        "str": pa.array([str(v) if t == 1 else None for v, t in zip(rng.integers(0, 2, n), types, strict=True)]),
-        "int": pa.array([int(v) if t == 2 else None for v, t in zip(rng.integers(0, 2, n), types, strict=True)], pa.int64()),
-        "double": pa.array([float(v) if t == 3 else None for v, t in zip(rng.integers(0, 2, n), types, strict=True)], double_type),
-    })
+@st.composite
+def attribute_tables(draw: st.DrawFn) -> pa.RecordBatch:
+    """Attribute tables of every shape the layout meets: any type code (Empty, Map, Slice and
+    unknown ones too), constant or varying keys and values, nulls, absent value columns, float32
+    doubles (the per-column fallback)."""
+    n = draw(st.integers(0, 40))
+    small = st.integers(0, 2)
+    rows = draw(st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 9]), small, small, small), min_size=n, max_size=n))
+    columns: dict[str, pa.Array] = {
+        "parent_id": pa.array([p for _, _, _, p in rows], pa.uint16()),
+        "type": pa.array([t for t, _, _, _ in rows], pa.uint8()),
+    }
+    key_shape = draw(st.sampled_from(["absent", "constant", "varied"]))
+    if key_shape == "constant":
+        columns["key"] = pa.array(["k"] * n)
+    elif key_shape == "varied":
+        columns["key"] = pa.array([None if k == 2 and draw(st.booleans()) else f"k{k}" for _, k, _, _ in rows])
+    for code, name, type_ in ((1, "str", pa.string()), (2, "int", pa.int64()), (3, "double", draw(st.sampled_from([pa.float64(), pa.float32()]))),
+                              (4, "bool", pa.bool_()), (7, "bytes", pa.binary())):
+        if draw(st.booleans()):
+            cast = {"str": str, "int": int, "double": float, "bool": bool, "bytes": lambda v: bytes([v])}[name]
+            columns[name] = pa.array([cast(v) if t == code and v != 2 else None for t, _, v, _ in rows], type_)
+    return pa.RecordBatch.from_pydict(columns)
 
 
-@pytest.mark.parametrize("double_type", [pa.float64(), pa.float32()])
-@pytest.mark.parametrize("seed", range(8))
-def test_attribute_parent_ids_follow_the_decoder_rule_whichever_layout(double_type: pa.DataType, seed: int) -> None:
-    """float64 values use the cached packed-word layout, float32 the per-column fallback: both
-    give the quasi-delta encoding that ``equal_runs`` on the sorted table decodes."""
-    batch = _attrs(double_type, 40, np.random.default_rng(seed))
-    order = ("type", "key", "str", "int", "double", "parent_id")
-    keys = sort_keys(batch, order, "ATTRS")
+@settings(max_examples=200, deadline=None)
+@given(attribute_tables())
+def test_attribute_parent_ids_follow_the_decoder_rule(batch: pa.RecordBatch) -> None:
+    """The encoding from the packed words (or the fallback) is what ``equal_runs`` on the sorted
+    table decodes; the second call reads the layout's schema cache."""
+    order = ("type", "key", "str", "int", "double", "bool", "bytes", "parent_id")
+    keys = sort_keys(batch, order, "ATTRS") if batch.num_rows > 1 else {}
     ordering = sort(keys, batch.num_rows)
-    for _ in range(2):  # the second call reads the schema cache
+    rows = np.arange(batch.num_rows) if ordering.perm is None else ordering.perm
+    sorted_batch = batch.take(rows)
+    eq = equal_runs(sorted_batch, PayloadType.LOG_ATTRS)
+    plain = sorted_batch.column("parent_id").to_numpy().astype(np.int64)
+    expected = np.where(eq, plain - np.r_[0, plain[:-1]], plain) % 2**16
+    for _ in range(2):
         encoded = encode_parent_ids(PayloadType.LOG_ATTRS, batch, batch.column("parent_id"), ordering, keys)
-        rows = np.arange(batch.num_rows) if ordering.perm is None else ordering.perm
-        sorted_batch = batch.take(rows)
-        eq = equal_runs(sorted_batch, PayloadType.LOG_ATTRS)
-        plain = sorted_batch.column("parent_id").to_numpy().astype(np.int64)
-        expected = np.where(eq, plain - np.r_[0, plain[:-1]], plain) % 2**16
         assert encoded.to_pylist() == expected.tolist()
 
 

@@ -355,47 +355,46 @@ def _attrs_quasi_delta_sorted(
     equal) or 2 (packed: bits ``shift .. shift + bits`` of ``words[word]``, null when equal to
     ``nulls[field]``). The type's code is its key plus ``type_low``.
     """
-    fields = layout.shape[0]
-    rows = np.empty(fields, dtype=np.int64)
-    shifts = np.empty(fields, dtype=np.uint64)
-    masks = np.empty(fields, dtype=np.uint64)
-    for f in range(fields):
-        rows[f] = layout[f, 1]
-        shifts[f] = np.uint64(layout[f, 2])
-        masks[f] = (np.uint64(1) << np.uint64(layout[f, 3])) - np.uint64(1)
-    field_of_code = np.full(8, -1, dtype=np.int64)  # type code -> value field
-    field_of_code[1] = 2
-    field_of_code[2] = 3
-    field_of_code[3] = 4
-    field_of_code[4] = 5
-    field_of_code[7] = 6
+    # Branch-free rows: each field's mode becomes its (mask, null key). Mode 2 keeps its own; mode
+    # 1 reads 0 under mask 0 with a null key of all ones (always equal); mode 0 reads 0 under mask
+    # 0 with null key 0 (never equal). Type codes past 7 and codes without a value column take
+    # code 0's mode 0 entry.
+    mask = np.zeros(7, dtype=np.uint64)
+    null = np.zeros(7, dtype=np.uint64)
+    for f in range(7):
+        if layout[f, 0] == 2:
+            mask[f] = (np.uint64(1) << np.uint64(layout[f, 3])) - np.uint64(1)
+            null[f] = nulls[f]
+        elif layout[f, 0] == 1:
+            null[f] = _ONES
+    t_row, t_shift, t_mask, t_null = layout[0, 1], np.uint64(layout[0, 2]), mask[0], null[0]
+    k_row, k_shift, k_mask, k_null = layout[1, 1], np.uint64(layout[1, 2]), mask[1], null[1]
+    c_row = np.zeros(8, dtype=np.int64)  # type code -> its value field's word, shift, mask, null
+    c_shift = np.zeros(8, dtype=np.uint64)
+    c_mask = np.zeros(8, dtype=np.uint64)
+    c_null = np.zeros(8, dtype=np.uint64)
+    for code, f in ((1, 2), (2, 3), (3, 4), (4, 5), (7, 6)):
+        c_row[code], c_shift[code], c_mask[code], c_null[code] = layout[f, 1], np.uint64(layout[f, 2]), mask[f], null[f]
     permuted = perm.size != 0
-    usable = layout[0, 0] != 0 and layout[1, 0] != 0
-    prev = 0
-    for i in range(out.size):
+    n = out.size
+    if n == 0:
+        return
+    out[0] = values[perm[0]] if permuted else values[0]
+    prev = out[0]
+    for i in range(1, n):
         v = values[perm[i]] if permuted else values[i]
-        equal = False
-        if i > 0 and usable:
-            equal = True
-            code = type_low
-            for f in range(2):  # type, key
-                if layout[f, 0] == 2:
-                    a = (words[rows[f], i] >> shifts[f]) & masks[f]
-                    if a == nulls[f] or a != (words[rows[f], i - 1] >> shifts[f]) & masks[f]:
-                        equal = False
-                        break
-                    if f == 0:
-                        code = a + type_low
-            if equal:
-                f = field_of_code[code] if code < 8 else -1
-                if f < 0 or layout[f, 0] == 0:
-                    equal = False
-                elif layout[f, 0] == 2:
-                    a = (words[rows[f], i] >> shifts[f]) & masks[f]
-                    equal = a != nulls[f] and a == (words[rows[f], i - 1] >> shifts[f]) & masks[f]
+        ta = (words[t_row, i] >> t_shift) & t_mask
+        tb = (words[t_row, i - 1] >> t_shift) & t_mask
+        ka = (words[k_row, i] >> k_shift) & k_mask
+        kb = (words[k_row, i - 1] >> k_shift) & k_mask
+        code = ta + type_low
+        c = code if code < 8 else np.uint64(0)
+        r, sh, m = c_row[c], c_shift[c], c_mask[c]
+        va = (words[r, i] >> sh) & m
+        vb = (words[r, i - 1] >> sh) & m
+        equal = (ta != t_null) & (ta == tb) & (ka != k_null) & (ka == kb) & (va != c_null[c]) & (va == vb)
         out[i] = v - prev if equal else v
         prev = v
-
 
 def _merge_attr_values(
     types: np.ndarray,
