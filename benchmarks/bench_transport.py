@@ -2,6 +2,7 @@
 total, against a plain ``pyarrow.ipc`` stream write of the same plain tables.
 
     .venv/bin/python -m benchmarks.bench_transport [--batch-size 5000] [--batches 10] [--repeat 7] [--steps]
+    .venv/bin/python -m benchmarks.bench_transport --keys-against TREE [--rounds 15]
 
 Each table's cost is its step of the top-down pass (parent id rewrite, sort, renumbering and the
 encoding of its id columns), timed around the function ``optimize`` calls per table; "total" times
@@ -11,11 +12,16 @@ are the median over ``--repeat`` runs of the sum over ``--batches`` generated ba
 is what matters (both sides are measured in the same run). ``--steps`` adds the split of each
 signal's time over the steps of ``optimize_table`` (the same calls, timed one by one: parent id
 rewrite, sort keys, sort, take, renumbering + delta, parent id encoding, output batch).
+``--keys-against TREE`` is an in-process A/B of the sort-key step alone, which a whole-encode A/B
+cannot resolve: the ``sort_keys`` calls of one sorted encode of 4 batches are captured, then
+replayed by this tree's ``sort_keys`` and TREE's alternately (thread CPU, min of 10 runs per
+round); it prints the median ratio this / other over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -23,12 +29,14 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from adaptive_arrow import Encoder, EncoderConfig
 from adaptive_arrow.transport import delta, optimize
+from adaptive_arrow.transport import optimizer as optimizer_module
 from adaptive_arrow.transport.columns import get_column, replace_columns
 from adaptive_arrow.transport.ids import renumber_delta
 from adaptive_arrow.transport.optimizer import id_columns, optimize_table, parent_id_encoding, top_down
 from adaptive_arrow.transport.sort import DEFAULT_SORT_ORDERS, sort, sort_keys
-from otap_model import OtapBundle, PayloadType, Signal, from_otlp, generate_otlp
+from otap_model import OtapBundle, PayloadType, Signal, from_otlp, generate, generate_otlp
 
 
 def ipc_write(table: pa.RecordBatch) -> int:
@@ -124,6 +132,53 @@ def measure(signal: Signal, batch_size: int, batches: int, repeat: int, seed: in
             "steps": split}
 
 
+def keys_against(tree: str, signals: list[Signal], rounds: int) -> None:
+    """In-process A/B of ``sort_keys`` alone, this tree against ``tree`` (see the module docstring)."""
+    import importlib
+    from pathlib import Path
+
+    from benchmarks.bench_encoder import _load_tree
+
+    _load_tree(Path(tree))
+    other = importlib.import_module("adaptive_arrow_other.transport.sort").sort_keys
+    print(f"sort_keys alone, this tree vs {tree}; thread CPU, min of 10 runs per round, {rounds} rounds, "
+          f"load {os.getloadavg()[0]:.2f}")
+    for signal in signals:
+        bundles = list(generate(signal, 20_000, batch_size=5_000, seed=1))
+        calls: list[tuple[object, ...]] = []
+        captured = optimizer_module.sort_keys
+
+        def capture(*args: object, _original: Callable[..., object] = captured, _calls: list = calls) -> object:
+            _calls.append(args)
+            return _original(*args)
+
+        optimizer_module.sort_keys = capture  # type: ignore[assignment]
+        try:
+            encoder = Encoder(signal, EncoderConfig(sort=True))
+            for bundle in bundles:
+                encoder.encode(bundle)
+        finally:
+            optimizer_module.sort_keys = captured
+        sides: dict[str, Callable[..., object]] = {"this": sort_keys, "other": other}
+        per: dict[str, list[float]] = {side: [] for side in sides}
+        ratios = []
+        for _ in range(rounds):
+            best = dict.fromkeys(sides, float("inf"))
+            for _ in range(10):
+                for side, fn in sides.items():
+                    t0 = time.thread_time()
+                    for args in calls:
+                        fn(*args)
+                    best[side] = min(best[side], time.thread_time() - t0)
+            for side in sides:
+                per[side].append(best[side])
+            ratios.append(best["this"] / best["other"])
+        n = len(bundles)
+        print(f"{signal.value:8} {len(calls)} calls; per batch this {statistics.median(per['this']) / n * 1e6:.0f} us, "
+              f"other {statistics.median(per['other']) / n * 1e6:.0f} us; this / other {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f}-{max(ratios):.3f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch-size", type=int, default=5000)
@@ -131,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--signals", default="logs,traces,metrics")
     parser.add_argument("--steps", action="store_true", help="also split each signal's time over the steps")
+    parser.add_argument("--keys-against", metavar="TREE", help="in-process A/B of sort_keys alone against another tree")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of --keys-against")
     args = parser.parse_args(argv)
+    if args.keys_against:
+        keys_against(args.keys_against, [Signal(s) for s in args.signals.split(",")], args.rounds)
+        return 0
     print(f"batch size {args.batch_size}, {args.batches} batches, median of {args.repeat} runs; times in ms per batch")
     print(f"{'signal':8} {'table':32} {'rows':>7} {'sort+delta':>11} {'ipc write':>10} {'ratio':>6}")
     for name in args.signals.split(","):
