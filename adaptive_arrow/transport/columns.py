@@ -7,6 +7,7 @@ encoded slot for slot, so whatever the input held comes back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import cast
 
 import numpy as np
@@ -18,10 +19,11 @@ ENCODING_KEY = b"encoding"
 PLAIN, DELTA, QUASI_DELTA = "plain", "delta", "quasidelta"
 
 
-def get_column(batch: pa.RecordBatch, path: str) -> pa.Array | None:
-    """The array at ``path``, or None when the batch has no such column."""
+def get_column(batch: pa.RecordBatch, path: str, positions: Mapping[str, int] | None = None) -> pa.Array | None:
+    """The array at ``path``, or None when the batch has no such column. ``positions`` (top-level
+    name -> index, unique names only) spares the schema look-up to callers that ask for many paths."""
     head, _, rest = path.partition(".")
-    index = batch.schema.get_field_index(head)
+    index = batch.schema.get_field_index(head) if positions is None else positions.get(head, -1)
     if index < 0:
         return None
     array = batch.column(index)

@@ -125,30 +125,14 @@ def sort_keys(
     ``columns`` overrides columns of ``batch`` (a rewritten ``parent_id``)."""
     keys: dict[str, Key | None] = {}
     names = batch.schema.names
-    index = {name: i for i, name in enumerate(names)}
-    if len(index) != len(names):  # duplicate names: get_column's rules (no such column)
-        index = {}
+    unique = {name: i for i, name in enumerate(names)}
+    positions = unique if len(unique) == len(names) else None  # duplicate names: get_column's own rules
     for path in paths:
         column = columns.get(path) if columns else None
         if column is None:
-            column = _top_column(batch, index, path) if index else get_column(batch, path)
+            column = get_column(batch, path, positions)
         keys[path] = None if column is None or column.null_count == len(column) else column_key(column, f"{where}.{path}")
     return keys
-
-
-def _top_column(batch: pa.RecordBatch, index: Mapping[str, int], path: str) -> pa.Array | None:
-    """``get_column`` through a name -> position map of the batch's top-level columns, built once
-    per table: an attribute table looks up nine paths, most of them absent."""
-    head, _, rest = path.partition(".")
-    i = index.get(head)
-    if i is None:
-        return None
-    array = batch.column(i)
-    if not rest:
-        return array
-    if not pa.types.is_struct(array.type) or array.type.get_field_index(rest) < 0:
-        return None
-    return array.field(rest)
 
 
 @dataclass(frozen=True)
