@@ -94,6 +94,7 @@ def run_pipeline(
     originals: list[tuple[Signal, bytes]] = []  # in ingestion order, which is delivery order
     with QuiverStore.open(store_path, store_config, layout=OTAP_LAYOUT) as store:
         subscription = store.subscribe(SUBSCRIBER, start="latest")
+        config = encoder_config or EncoderConfig()  # the same encoding on both engines
         for signal in signals:
             signal = Signal(signal)
             report = reports[signal] = SignalReport(signal)
@@ -101,7 +102,6 @@ def run_pipeline(
                 r.SerializeToString()
                 for r in generate_otlp(signal, count, batch_size=batch_size, seed=seed, profile=profile)
             ]
-            config = encoder_config or EncoderConfig()  # the same encoding on both engines
             if spark is None:
                 encoded, report.encode_seconds = _encode_here(signal, requests, config)
             else:
@@ -154,8 +154,12 @@ def _encode_in_spark(
     t0 = time.perf_counter()
     rows = list(collect_streams(encode_otlp(spark.createDataFrame(frame), signal, keep=["request"], config=config)))
     seconds = time.perf_counter() - t0
-    return [(row.kept["request"], row.otap, row.records, decoder) for row, decoder in stream_decoders(rows)
-            if row.otap is not None], seconds
+    encoded: _Encoded = []
+    for row, decoder in stream_decoders(rows):
+        if row.otap is None:  # errors="raise" fails the job first; never drop a request silently
+            raise RuntimeError(f"request {row.kept['request']} came back without an envelope: {row.error}")
+        encoded.append((row.kept["request"], row.otap, row.records, decoder))
+    return encoded, seconds
 
 
 def _verify(subscription, reports: dict[Signal, SignalReport], originals: list[tuple[Signal, bytes]]) -> None:
