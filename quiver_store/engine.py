@@ -40,7 +40,7 @@ from .segment.writer import write_segment
 from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
 from .wal import replay
-from .wal.bundle_codec import BundleEncoder, decode_bundle
+from .wal.bundle_codec import BundleEncoder, Checked, decode_bundle
 from .wal.format import HEADER_LEN
 from .wal.group_commit import GroupCommitter, Pending
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
@@ -365,9 +365,9 @@ class QuiverStore:
                 "the store to replay them"
             )
         if self._direct_size:
-            large = self._large_size(bundle)
+            large = self._large_size(checked)
             if large:
-                return self._ingest_direct(bundle, large)
+                return self._ingest_direct(bundle, checked, large)
         self._committer.arriving()
         try:
             bitmap, parts, parts_len, sizes = self._encoder.encode(bundle, checked)
@@ -383,24 +383,27 @@ class QuiverStore:
         pos = req.position
         return BundleReceipt(req.sequence, pos.generation if pos else None, pos.offset if pos else None, ts)
 
-    def _large_size(self, bundle: RecordBundle) -> int:
-        """The bundle's Arrow bytes if at least `direct_bundle_size`, else 0. The buffers' total
-        (under 1 us for four slots) rules out most bundles; `nbytes` (about 20 us) then counts only
-        the sliced ranges."""
-        batches = bundle.slots.values()
+    def _large_size(self, checked: Checked) -> int:
+        """The Arrow bytes of the bundle as it would be logged (dictionaries compacted) if at least
+        `direct_bundle_size`, else 0. The buffers' total (under 1 us for four slots) rules out most
+        bundles; `nbytes` (about 20 us) then counts only the sliced ranges."""
+        batches = [batch for _, _, batch, _ in checked]
         limit = self._direct_size
         if sum(b.get_total_buffer_size() for b in batches) < limit:
             return 0
         size = sum(b.nbytes for b in batches)
         return size if size >= limit else 0
 
-    def _ingest_direct(self, bundle: RecordBundle, size: int) -> BundleReceipt:
+    def _ingest_direct(self, bundle: RecordBundle, checked: Checked, size: int) -> BundleReceipt:
         """A large bundle: a segment file of its own, written in log order, acknowledged once durable.
+        Its segment holds the batches as they would have been logged (dictionaries compacted).
         (Nothing to serialize before it queues, so it does not announce itself to a gathering leader.)"""
         self._hub.before_ingest(size)
         self._admit()
         ts = bundle.ingestion_time_ns
         assert ts is not None
+        if any(batch is not bundle.slots[slot] for slot, _, batch, _ in checked):
+            bundle = RecordBundle({slot: batch for slot, _, batch, _ in checked}, bundle.fingerprints, ts)
         written: Future = Future()
         req = self._committer.append_direct(ts, size, (bundle, written))
         info: SegmentInfo = written.result()

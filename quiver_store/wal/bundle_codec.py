@@ -1,4 +1,5 @@
-"""RecordBundle <-> WAL slot blocks. Each slot's batch becomes one Arrow IPC stream, serialized once.
+"""RecordBundle <-> WAL slot blocks. Each slot's batch becomes one Arrow IPC stream, serialized once,
+its large dictionaries first compacted to the entries its rows reference (`compaction.py`).
 
 The fast path concatenates the cached schema message, the batch message and the end-of-stream
 marker (a valid IPC stream, ~4x cheaper than a stream writer per batch); batches with dictionary
@@ -12,6 +13,7 @@ import threading
 import pyarrow as pa
 
 from ..bundle import RecordBundle
+from ..compaction import compact_batch, compactable_paths
 from ..errors import CorruptionError, QuiverError
 from ..layout import Layout
 from .format import SLOT_META, SLOT_META_LEN, Entry
@@ -20,7 +22,8 @@ EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 EOS_LEN = len(EOS)
 _SCHEMA_CACHE_LIMIT = 4096
 
-# Per present slot, in ascending slot order: (slot, fingerprint, batch, its schema message or None).
+# Per present slot, in ascending slot order: (slot, fingerprint, the batch as it is logged (its
+# dictionaries compacted), its schema message or None).
 Checked = list[tuple[int, bytes, pa.RecordBatch, pa.Buffer | None]]
 
 
@@ -33,10 +36,10 @@ class BundleEncoder:
     """Checks bundles against the schemas their fingerprints name and serializes them into the
     slot-block section of a WAL entry.
 
-    One cache, keyed by (slot, fingerprint), serves both: the schema last seen under that key and
-    its serialized message. A batch whose schema is that very object costs one `is` test; an equal
-    one (metadata included) one `equals`, which proves both the fingerprint contract and that the
-    cached message is its own. (Serializing the schema and comparing messages costs less CPU, but
+    One cache, keyed by (slot, fingerprint), serves both: the schema last seen under that key, its
+    serialized message and its compactable dictionary positions. A batch whose schema is that
+    very object costs one `is` test; an equal one (metadata included) one `equals`, which proves
+    both the fingerprint contract and that the cached message and positions are its own. (Serializing the schema and comparing messages costs less CPU, but
     both calls release the GIL: with 8 producers that added 2-4 context switches per bundle.)
 
     `epoch` counts cache resets: every schema accepted within one epoch under a (slot, fingerprint)
@@ -46,15 +49,16 @@ class BundleEncoder:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._known: dict[tuple[int, bytes], tuple[pa.Schema, pa.Buffer | None]] = {}
+        self._known: dict[tuple[int, bytes], tuple[pa.Schema, pa.Buffer | None, tuple]] = {}
         self._claim = threading.Lock()  # serializes changes to _known (hits only read it)
         self.epoch = 0
 
     def check(self, bundle: RecordBundle) -> tuple[Checked, int | None]:
         """Refuse (QuiverError, nothing logged) a batch whose schema contradicts its fingerprint:
         the schema first seen with the same (slot, fingerprint), metadata aside. Returns the
-        per-slot result for `encode` and the epoch every slot was verified in (None if the cache
-        was reset part-way)."""
+        per-slot result for `encode`, with each batch as it will be logged (large dictionaries
+        compacted, same values), and the epoch every slot was verified in (None if the cache was
+        reset part-way)."""
         epoch = self.epoch
         known_schemas = self._known
         fingerprint = bundle.fingerprint
@@ -65,9 +69,11 @@ class BundleEncoder:
             schema = batch.schema
             known = known_schemas.get(key)
             if known is not None and (known[0] is schema or known[0].equals(schema, check_metadata=True)):
-                out.append((slot, fp, batch, known[1]))
+                out.append((slot, fp, compact_batch(batch, known[2]) if known[2] else batch, known[1]))
                 continue
-            head = schema.serialize() if _plain(schema) else None  # (releases the GIL)
+            plain = _plain(schema)
+            head = schema.serialize() if plain else None  # (releases the GIL)
+            paths = () if plain else compactable_paths(schema)
             with self._claim:  # first sight or new metadata: one producer at a time, against the current entry
                 current = known_schemas.get(key)
                 if current is not None and current[0] is not schema and not current[0].equals(schema, check_metadata=False):
@@ -78,8 +84,8 @@ class BundleEncoder:
                 if current is None and len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
                     known_schemas.clear()
                     self.epoch += 1
-                known_schemas[key] = (schema, head)  # metadata may differ from the previous holder's
-            out.append((slot, fp, batch, head))
+                known_schemas[key] = (schema, head, paths)  # metadata may differ from the previous holder's
+            out.append((slot, fp, compact_batch(batch, paths) if paths else batch, head))
         return out, epoch if self.epoch == epoch else None
 
     def encode(self, bundle: RecordBundle, checked: Checked | None = None) -> tuple[int, list, int, list[int | None]]:
