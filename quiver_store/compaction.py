@@ -36,6 +36,8 @@ def compactable_paths(schema: pa.Schema) -> tuple[Path, ...]:
 def compact_batch(batch: pa.RecordBatch, paths: tuple[Path, ...]) -> pa.RecordBatch:
     """`batch` with the dictionaries at `paths` compacted where that pays; the same object when
     none does. The schema (metadata included) is unchanged."""
+    if batch.get_total_buffer_size() < MIN_DICTIONARY_BYTES:  # (dictionaries included; under 1 us)
+        return batch
     columns: dict[int, pa.Array] = {}
     for path in paths:
         top = path[0]
@@ -72,7 +74,10 @@ def compact_dictionary(arr: pa.DictionaryArray) -> pa.DictionaryArray | None:
     if dictionary.nbytes < MIN_DICTIONARY_BYTES or not len(arr):
         return None
     indices = arr.indices
-    valid = (indices.drop_null() if indices.null_count else indices).to_numpy()
+    offset, rows = indices.offset, len(indices)
+    validity, data = indices.buffers()
+    raw = np.frombuffer(data, dtype=indices.type.to_pandas_dtype(), count=offset + rows)
+    valid = indices.drop_null().to_numpy() if indices.null_count else raw[offset:]
     if len(valid) and (int(valid.min()) < 0 or int(valid.max()) >= size):
         return None  # not a valid dictionary array: stored as given, as any other batch
     used = np.zeros(size, dtype=np.bool_)
@@ -80,12 +85,11 @@ def compact_dictionary(arr: pa.DictionaryArray) -> pa.DictionaryArray | None:
     keep = np.flatnonzero(used)
     if len(keep) > MAX_USED_FRACTION * size:
         return None
-    remap = np.zeros(size, dtype=valid.dtype)
-    remap[keep] = np.arange(len(keep), dtype=valid.dtype)
-    if indices.null_count:  # null slots may hold any index: they map to 0, under their null bit
-        raw = indices.fill_null(0).to_numpy()
-        mask = indices.is_null().to_numpy(zero_copy_only=False)
-        new_indices = pa.array(remap[raw], type=indices.type, mask=mask)
-    else:
-        new_indices = pa.array(remap[valid], type=indices.type)
+    remap = np.zeros(size, dtype=raw.dtype)
+    remap[keep] = np.arange(len(keep), dtype=raw.dtype)
+    # null slots may hold any index: clipped into range, they stay under their null bit
+    renumbered = remap.take(raw, mode="clip")
+    new_indices = pa.Array.from_buffers(
+        indices.type, rows, [validity, pa.py_buffer(renumbered)], null_count=indices.null_count, offset=offset
+    )
     return pa.DictionaryArray.from_arrays(new_indices, dictionary.take(pa.array(keep)), ordered=arr.type.ordered)
