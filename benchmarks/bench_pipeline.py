@@ -47,15 +47,16 @@ def bundles_for(signal: Signal, batches: int, batch_size: int, seed: int = 7) ->
     return [from_otlp(r.SerializeToString(), signal) for r in requests]
 
 
-def run(mode: str, signal: Signal, bundles: list[OtapBundle], directory: Path, config: StoreConfig) -> tuple[float, float, int]:
+def run(mode: str, signal: Signal, bundles: list[OtapBundle], directory: Path, config: StoreConfig) -> tuple[float, float, dict]:
     """Encode every bundle, then ingest it inline ("serial") or through an IngestQueue ("overlapped"),
-    or not at all ("encode"); returns (timed loop, flush) seconds and how many bundles skipped the WAL."""
+    or not at all ("encode"); returns (timed loop, flush) seconds and the store's counters of
+    direct bundles, WAL bytes and segment bytes written (empty for "encode")."""
     encoder = Encoder(signal)
     if mode == "encode":
         t0 = time.perf_counter()
         for bundle in bundles:
             encoder.encode_records(bundle)
-        return time.perf_counter() - t0, 0.0, 0
+        return time.perf_counter() - t0, 0.0, {}
     with QuiverStore.open(directory, config, layout=OTAP_LAYOUT) as store:
         t0 = time.perf_counter()
         if mode == "overlapped":
@@ -68,7 +69,9 @@ def run(mode: str, signal: Signal, bundles: list[OtapBundle], directory: Path, c
         elapsed = time.perf_counter() - t0
         t1 = time.perf_counter()
         store.flush()
-        return elapsed, time.perf_counter() - t1, store.stats()["direct_bundles"]
+        flushed = time.perf_counter() - t1
+        stats = store.stats()
+        return elapsed, flushed, {k: stats[k] for k in ("direct_bundles", "bytes_written", "segment_bytes_written")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,12 +100,13 @@ def main(argv: list[str] | None = None) -> int:
             bundles = bundles_for(signal, args.batches, args.batch_size)
             times: dict[str, list[float]] = {m: [] for m in MODES}
             flushes: dict[str, list[float]] = {m: [] for m in MODES}
-            direct = 0
+            written: dict = {}
             run("encode", signal, bundles[:1], base, config)  # compile numba kernels, warm caches
             for r in range(args.rounds):
                 for mode in MODES:
                     directory = base / f"{name}-{mode}-{r}"
-                    elapsed, flushed, direct = run(mode, signal, bundles, directory, config)
+                    elapsed, flushed, counters = run(mode, signal, bundles, directory, config)
+                    written = counters or written
                     times[mode].append(elapsed * 1e3)
                     flushes[mode].append(flushed * 1e3)
                     shutil.rmtree(directory, ignore_errors=True)
@@ -113,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush = "-" if mode == "encode" else f"{statistics.median(flushes[mode]):.1f}"
                 rounds = " / ".join(f"{t:.0f}" for t in times[mode])
                 print(f"{name:8} {mode:11} {ms:10.1f} {ms / len(bundles):10.2f} {overhead:>9} {flush:>9}  {rounds}")
-            print(f"{name:8} {direct} of {len(bundles)} bundles skipped the WAL (direct_bundle_size {config.direct_bundle_size})")
+            print(f"{name:8} {written['direct_bundles']} of {len(bundles)} bundles skipped the WAL (direct_bundle_size "
+                  f"{config.direct_bundle_size}); WAL bytes written {written['bytes_written']:,}, segment bytes "
+                  f"{written['segment_bytes_written']:,} (last round)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
