@@ -153,6 +153,27 @@ def test_compacted_entries_replay_to_the_same_values(tmp_path, crash):
         assert canonical_order(to_otlp(decoder.decode_records(b))) == canonical_order(to_otlp(source))
 
 
+def test_a_stream_that_goes_on_after_a_crash_mixes_compacted_and_whole_chunks(tmp_path):
+    """The producer keeps its encoder across a crash and reopen: the open segment then holds the
+    replayed (compacted) chunks and the new (cumulative) ones of the same stream, which unify
+    through the general path; every bundle keeps its values."""
+    encoder = Encoder(Signal.LOGS)
+    records = [encoder.encode_records(b) for b in generate(Signal.LOGS, 12 * 2_000, batch_size=2_000, seed=9)]
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    store = QuiverStore.open(tmp_path, config, layout=OTAP_LAYOUT)
+    for r in records[:8]:
+        store.ingest(r)
+    store._abandon()
+    with QuiverStore.open(tmp_path, config, layout=OTAP_LAYOUT) as again:
+        assert again.stats()["replayed_entries"] == 8
+        for r in records[8:]:
+            again.ingest(r)
+    with QuiverStore.open(tmp_path, config, layout=OTAP_LAYOUT) as again:
+        back = [b for _, _, b in again.bundles()]
+        assert len(again.segments()) == 1  # replayed and new chunks were unified in one segment
+    assert len(back) == len(records) and all(same_values(a, b) for a, b in zip(back, records))
+
+
 def test_a_bundle_large_only_by_its_dictionaries_is_logged_not_written_direct(tmp_path):
     """The direct-write threshold counts what would be logged: a small batch carrying a huge
     stream dictionary goes through the WAL, compacted."""
