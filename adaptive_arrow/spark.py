@@ -161,7 +161,8 @@ def ingest_otlp(
     once durable under ``store_config``), closes it (sealing the open segment) and then reports.
     A retried task ingests its partition again into the same store, so a retry can store a bundle
     twice (at-least-once); turn speculative execution off, since two attempts cannot hold one
-    store's lock. ``errors`` works as in ``encode_otlp``.
+    store's lock. The result is lazy and every action on it ingests again: run one action
+    (``collect()``) on it. ``errors`` works as in ``encode_otlp``.
     """
     sig = _signal(signal)
     _check_options(config, errors)
