@@ -278,6 +278,36 @@ def test_write_failure_keeps_segment_and_removes_temp(tmp_path):
     assert info.bundle_count == 1
 
 
+def test_an_ipc_stream_abandoned_by_a_write_error_never_writes_later(tmp_path):
+    """The segment writer gathers small IPC writes in a buffer; when a write fails, what the buffer
+    still holds must not reach the file later (closing or garbage-collecting the stream), since the
+    caller has rewound or removed the file and its descriptor may be reused."""
+    import gc
+
+    from quiver_store.segment.writer import _Out, _write_ipc_file
+
+    class Recording:
+        def __init__(self) -> None:
+            self.writes: list[int] = []
+
+        def write(self, fd, data):
+            self.writes.append(len(data))
+            if len(self.writes) == 3:
+                raise OSError(5, "injected EIO")
+
+    fs = Recording()
+    batch = logs_l1(60_000)  # several buffer-fulls of IPC bytes
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
+    try:
+        with pytest.raises(OSError, match="injected EIO"):
+            _write_ipc_file(_Out(fs, fd), batch.schema, [batch, batch])
+        after_error = list(fs.writes)
+        gc.collect()
+        assert fs.writes == after_error == after_error[:3]
+    finally:
+        os.close(fd)
+
+
 cols = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4, unique=True)
 
 

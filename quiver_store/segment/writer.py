@@ -79,10 +79,13 @@ class _IpcSink:
     closed = False
 
     def __init__(self, out: _Out) -> None:
-        self.out, self.crc, self.size = out, 0, 0
+        self.out: _Out | None = out
+        self.crc, self.size = 0, 0
 
     def write(self, data: bytes | pa.Buffer) -> int:
         view = memoryview(data)
+        if self.out is None:  # abandoned after an error: bytes a late flush still pushes are dropped
+            return len(view)
         self.crc = _crc32c.crc32c(view, self.crc)
         self.size += len(view)
         self.out.write(view)
@@ -99,10 +102,18 @@ def _write_ipc_file(out: _Out, schema: pa.Schema, batches: list[pa.RecordBatch])
     """Write one Arrow IPC file at the current (aligned) offset; return its (size, crc32c)."""
     sink = _IpcSink(out)
     buffered = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=IPC_BUFFER)
-    with pa.ipc.new_file(buffered, schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-    buffered.close()  # flushes the last gathered bytes into the sink
+    try:
+        with pa.ipc.new_file(buffered, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        buffered.close()  # flushes the last gathered bytes into the sink
+    finally:
+        # Detached, so that a stream abandoned by an error cannot write what its buffer still holds
+        # when it is closed or garbage-collected later (the caller has rewound or removed the file,
+        # and the descriptor may be reused).
+        sink.out = None
+        with contextlib.suppress(Exception):
+            buffered.close()
     return sink.size, sink.crc
 
 
