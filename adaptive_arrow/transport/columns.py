@@ -190,11 +190,16 @@ def _replacement_plan(schema: pa.Schema, tag: tuple[tuple[str, str], ...]) -> _P
     return plan
 
 
+def values_view(array: pa.Array, dtype: np.dtype) -> np.ndarray:
+    """A fixed-width array's values as a read-only view of its buffer, without copying (null slots
+    hold whatever the buffer holds). ``dtype`` must match the array's value width."""
+    return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset : array.offset + len(array)]
+
+
 def unsigned_values(array: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
     """A u16/u32 array's values (read-only view; null slots hold whatever the buffer holds) and its
     validity mask (None when there are no nulls)."""
-    values = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype())
-    values = values[array.offset : array.offset + len(array)]
+    values = values_view(array, array.type.to_pandas_dtype())
     if array.null_count == 0:
         return values, None
     return values, array.is_valid().to_numpy(zero_copy_only=False)

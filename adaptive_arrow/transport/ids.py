@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import kernels
+from .columns import unsigned_array, values_view
 from .errors import TransportError
 from .sort import validity
 
@@ -39,7 +40,7 @@ class Renumbering:
         if parent_ids.null_count:
             row = int(np.flatnonzero(~parent_ids.is_valid().to_numpy(zero_copy_only=False))[0])
             raise TransportError(f"{where}: parent_id is null at row {row}; every child row needs a parent")
-        given = _values(parent_ids, dtype)
+        given = values_view(parent_ids, dtype)
         values = given
         lut = self.lut
         if self.old is not None:
@@ -59,7 +60,7 @@ class Renumbering:
             raise TransportError(
                 f"{where}: {parent} ids reach {largest}, beyond the {parent_ids.type} parent_id column"
             )
-        return pa.Array.from_buffers(parent_ids.type, len(out), [None, pa.py_buffer(out)])
+        return unsigned_array(out, parent_ids, None)
 
 
 def renumber_delta(ids: pa.Array, where: str) -> tuple[pa.Array, Renumbering]:
@@ -68,7 +69,7 @@ def renumber_delta(ids: pa.Array, where: str) -> tuple[pa.Array, Renumbering]:
     One pass (``kernels.valid_max``) finds the largest valid id and repacks the validity from bit 0
     (the output's null buffer), so a column with nulls costs no ``pc.max`` or ``is_valid``."""
     dtype, _ = _unsigned(ids, where)
-    values = _values(ids, dtype)
+    values = values_view(ids, dtype)
     bitmap, offset = validity(ids)
     n = len(ids)
     nulls = ids.null_count
@@ -97,8 +98,3 @@ def _unsigned(ids: pa.Array, where: str) -> tuple[np.dtype, int]:
     if found is None:
         raise TransportError(f"{where}: id column has type {ids.type}; expected uint16 or uint32")
     return found
-
-
-def _values(ids: pa.Array, dtype: np.dtype) -> np.ndarray:
-    """The column's values as a read-only view (null slots hold whatever the buffer holds)."""
-    return np.frombuffer(ids.buffers()[1], dtype=dtype)[ids.offset : ids.offset + len(ids)]

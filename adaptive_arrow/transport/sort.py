@@ -22,7 +22,7 @@ from otap_model import PayloadType, reference_schema
 from otap_model.payload import ATTRIBUTE_TABLES, DATA_POINT_TABLES, EXEMPLAR_TABLES, ROOT_TABLES
 
 from . import kernels
-from .columns import get_column, get_field
+from .columns import get_column, get_field, values_view
 from .errors import TransportError
 
 P = PayloadType
@@ -270,7 +270,7 @@ def sort_attributes(keys: Mapping[str, Key | None], types: pa.Array | None, n: i
     null = np.uint64(max(int(key.null) for key in present))
     merged = np.empty(n, dtype=np.uint64)
     parts = [(_NO_VALUES, np.uint64(0)) if key is None else (key.values, key.null) for key in values.values()]
-    if kernels.merge_attr_values(_primitive(types), *(part for pair in parts for part in pair), null, merged) >= 0:
+    if kernels.merge_attr_values(values_view(types, _dtype(types.type)), *(part for pair in parts for part in pair), null, merged) >= 0:
         return None
     ordering = sort(
         {"type": keys["type"], "key": keys["key"], "value": Key(merged, null, int(null).bit_length()), "parent_id": keys["parent_id"]}, n
@@ -347,8 +347,7 @@ def column_key(column: pa.Array, where: str) -> Key:
         high = 2 if column.null_count else 1
         return Key(out, np.uint64(2), high.bit_length(), dense=True)
     assert dtype is not None
-    start = column.offset
-    values = np.frombuffer(column.buffers()[1], dtype=dtype)[start : start + len(column)]
+    values = values_view(column, dtype)
     if kind == _FLOAT:
         values = values.astype(np.float64, copy=False).view(np.uint64)
     span_, low = kernels.numeric_key(values, kind, bitmap, offset, out)
@@ -413,12 +412,6 @@ def _valid(column: pa.Array) -> np.ndarray:
     return column.is_valid().to_numpy(zero_copy_only=False)
 
 
-def _primitive(column: pa.Array) -> np.ndarray:
-    """Values of a fixed-width column without copying (null slots hold arbitrary values)."""
-    values = np.frombuffer(column.buffers()[1], dtype=_dtype(column.type))
-    return values[column.offset : column.offset + len(column)]
-
-
 def _dtype(type_: pa.DataType) -> np.dtype:
     width = type_.bit_width // 8
     kind = "f" if pa.types.is_floating(type_) else ("i" if _signed(type_) else "u")
@@ -439,7 +432,9 @@ def _ranked(indices: pa.Array, dictionary: pa.Array, column: pa.Array | None = N
     ranks = pc.rank(dictionary, sort_keys="ascending", tiebreaker="dense").to_numpy() - np.uint64(1)
     high = int(ranks.max())
     null = np.uint64(high + 1)
-    codes = np.frombuffer(indices.buffers()[1], dtype=_kind(indices.type)[1])[indices.offset : indices.offset + len(indices)]
+    index_dtype = _kind(indices.type)[1]
+    assert index_dtype is not None  # dictionary indices are integers
+    codes = values_view(indices, index_dtype)
     bitmap, offset = validity(rows)
     out = np.empty(n, dtype=np.uint64)
     kernels.rank_key(codes, ranks, bitmap, offset, null, column is not None, out)
