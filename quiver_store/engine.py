@@ -516,7 +516,7 @@ class QuiverStore:
                 self._seal("max_open_duration")
             if self.config.wal.durability == "none" and self._committer.has_buffered():
                 try:
-                    self._committer.commit_buffered(sync=False)
+                    self._committer.commit_buffered()
                 except QuiverError as exc:
                     log.error("buffered WAL write failed: %s", exc)
 
@@ -688,7 +688,7 @@ class QuiverStore:
     def finalize_now(self, reason: str = "requested") -> SegmentInfo | None:
         """Seal the open segment now and wait until its file is durable; None if it was empty."""
         self._check_open()
-        self._committer.commit_buffered(sync=self.config.wal.durability != "none")
+        self._committer.commit_buffered()
         fut: Future = Future()
         self._request_seal(reason, fut)
         while True:

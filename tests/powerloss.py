@@ -4,8 +4,9 @@ crash at a chosen operation, builds the directory a machine would find on reboot
 The model follows RocksDB's FaultInjectionTestFS and SQLite's crash VFS: file contents are durable
 up to the last fsync/fdatasync of the file; directory entries (creations, renames, unlinks) only
 after an fsync of their directory. At the crash, each file with unsynced changes keeps either its
-synced content, all of its current content, or a torn mix (the synced bytes with a random prefix
-of the changed range applied, optionally followed by garbage, as a sector written halfway); each
+synced content, all of its current content, a torn mix (the synced bytes with a random prefix
+of the changed range applied, optionally followed by garbage, as a sector written halfway), or
+any subset of its changed 4 KiB pages with the old or the new size (write-back out of order); each
 directory keeps either its synced entries or its current ones. Operation number `crash_at` (counting
 every call that changes or syncs something) and everything after it never happens: it raises
 `PowerLoss`, an OSError, so the store fails the way it fails on a dead disk.
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from quiver_store.fs import FileSystem
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = 4096  # the unit in which the page cache writes a file back
 
 
 class PowerLoss(OSError):
@@ -236,10 +238,12 @@ class PowerLossFS(FileSystem):
             return durable, "unsynced changes dropped"
         first_diff = next((i for i, (a, b) in enumerate(zip(durable, current)) if a != b), min(len(durable), len(current)))
         choice = rng.random()
-        if choice < 0.3:
+        if choice < 0.25:
             return durable, "unsynced changes dropped"
-        if choice < 0.5:
+        if choice < 0.4:
             return current, "unsynced changes all landed"
+        if choice < 0.6:
+            return _pages_landed(durable, current, first_diff, rng)
         cut = first_diff + rng.randrange(max(1, len(current) - first_diff + 1))
         mixed = current[:cut] + durable[cut:]
         if choice < 0.8:
@@ -249,6 +253,22 @@ class PowerLossFS(FileSystem):
             return mixed, f"torn at byte {cut}"
         garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, min(64, room) + 1)))
         return mixed[:cut] + garbage + mixed[cut + len(garbage):], f"torn at byte {cut} with {len(garbage)} garbage bytes"
+
+
+def _pages_landed(durable: bytes, current: bytes, first_diff: int, rng: random.Random) -> tuple[bytes, str]:
+    """Write-back in any order: each 4 KiB page of the changed range holds its new or its old bytes
+    (zeros past the old end), independently, and the size is the old or the new one. So a later page
+    of one write, or a later write, can land while an earlier one did not (SQLite's crash VFS, ALICE)."""
+    length = len(current) if rng.random() < 0.5 else len(durable)
+    old = durable[:length].ljust(length, b"\0")
+    out = bytearray(old)
+    landed = []
+    for page in range(first_diff // PAGE, -(-length // PAGE)):
+        if rng.random() < 0.5:
+            lo, hi = page * PAGE, min((page + 1) * PAGE, length)
+            out[lo:hi] = current[lo:hi].ljust(hi - lo, b"\0")
+            landed.append(page)
+    return bytes(out), f"{length} bytes, new content in pages {landed} only"
 
 
 class IoErrorFS(FileSystem):

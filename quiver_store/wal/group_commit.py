@@ -138,16 +138,18 @@ class GroupCommitter:
             else:
                 self._wait()
 
-    def commit_buffered(self, sync: bool) -> None:
-        """Write (and optionally fdatasync) whatever is queued; used by flush, close and timers."""
+    def commit_buffered(self) -> None:
+        """Write whatever is queued, fdatasynced under "fsync"; used by flush, close and the "none"
+        timer. Nothing queued means nothing to do: under "fsync" every acknowledged entry is already
+        synced, and a flush makes "os" and "none" entries durable in the segment file it fsyncs."""
         with self._cond:
             while self._leader:
                 self._wait()
             if self._failed is not None:
                 raise QuiverError(f"the WAL stopped accepting writes after an I/O failure ({self._failed})")
-            if self._queue or sync:
-                error = self._lead(sync=sync)
-                if error is not None:  # nobody else waits on a bare sync: its failure is the caller's
+            if self._queue:
+                error = self._lead(sync=self.durability == "fsync")
+                if error is not None:
                     raise QuiverError(f"WAL commit failed: {error}") from error
 
     def _write(self, logged: list[Pending], sync: bool) -> None:
@@ -214,9 +216,6 @@ class GroupCommitter:
                 self.on_commit(batch)
                 for r in batch:
                     r.committed = True
-            elif sync:
-                self.writer.sync()
-                self.stats["fsyncs"] += 1
         except BaseException as exc:
             error = exc
         finally:

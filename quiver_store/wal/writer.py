@@ -182,14 +182,6 @@ class WalWriter:
                 raise self._failed_sync(exc) from exc
         return out
 
-    def sync(self) -> None:
-        with self.lock:
-            fd = self.fd
-        try:
-            self.fs.fdatasync(fd)
-        except OSError as exc:
-            raise self._failed_sync(exc) from exc
-
     def _failed_sync(self, exc: OSError) -> QuiverError:
         self.broken = True
         self.failure = exc
