@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,29 @@ def test_to_otlp_rejects_bad_tables() -> None:
     )
     with pytest.raises(ConversionError, match=r"UNIVARIATE_METRICS\[0\]\.metric_type: unknown metric_type 7"):
         to_otlp(metrics)
+
+
+@pytest.mark.parametrize(
+    "name,signal,holds",
+    [("logs.json", "traces", "resourceLogs (logs)"), ("trace.json", "metrics", "resourceSpans (traces)"),
+     ("metrics.json", "logs", "resourceMetrics (metrics)")],
+)
+def test_json_of_another_signal_is_refused_not_dropped(name: str, signal: str, holds: str) -> None:
+    text = (EXAMPLES / name).read_text()
+    with pytest.raises(ConversionError, match=rf"^signal={signal} but the request holds {re.escape(holds)}; its data would be dropped"):
+        from_otlp_json(text, signal=signal)
+    with pytest.raises(ConversionError, match=rf"^signal={signal} but the request holds"):
+        otlp_json_to_message(text, signal)
+    assert from_otlp_json(text, signal=name.split(".")[0].replace("trace", "traces")).num_rows > 0
+
+
+def test_an_unknown_signal_name_is_a_conversion_error() -> None:
+    text = (EXAMPLES / "logs.json").read_text()
+    for convert, data in ((from_otlp_json, text), (from_otlp, _msg("logs.json").SerializeToString())):
+        with pytest.raises(ConversionError, match=r"^signal='span' is not a signal; expected one of logs, traces, metrics$"):
+            convert(data, signal="span")
+
+
+def test_otlp_json_to_message_rejects_what_is_not_json() -> None:
+    with pytest.raises(ConversionError, match=r"^invalid JSON: "):
+        otlp_json_to_message(b"\x08\x01 protobuf bytes")

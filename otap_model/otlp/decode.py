@@ -45,13 +45,22 @@ def from_otlp(msg_or_bytes: Message | bytes | bytearray | memoryview, signal: Si
         sig = next((s for s, cls in REQUEST_TYPES.items() if isinstance(msg_or_bytes, cls)), None)
         if sig is None:
             raise ConversionError(f"{type(msg_or_bytes).__name__} is not an OTLP export request")
-        if signal is not None and Signal(signal) is not sig:
-            raise ConversionError(f"signal={Signal(signal).value} but the message is a {type(msg_or_bytes).__name__}")
+        if signal is not None and as_signal(signal) is not sig:
+            raise ConversionError(f"signal={as_signal(signal).value} but the message is a {type(msg_or_bytes).__name__}")
         return decode(msg_or_bytes.SerializeToString(), sig)
     if not isinstance(msg_or_bytes, bytes | bytearray | memoryview):
         raise ConversionError(f"expected an OTLP export request or its bytes, got {type(msg_or_bytes).__name__}")
-    sig = Signal(signal) if signal is not None else infer_signal(msg_or_bytes)
+    sig = as_signal(signal) if signal is not None else infer_signal(msg_or_bytes)
     return decode(msg_or_bytes, sig)
+
+
+def as_signal(signal: Signal | str) -> Signal:
+    """`signal` as a Signal; ConversionError naming the valid ones when it is none of them."""
+    try:
+        return Signal(signal)
+    except ValueError:
+        names = ", ".join(s.value for s in Signal)
+        raise ConversionError(f"signal={signal!r} is not a signal; expected one of {names}") from None
 
 
 def infer_signal(data: bytes | bytearray | memoryview) -> Signal:

@@ -21,7 +21,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from ..bundle import OtapBundle
 from ..errors import ConversionError
 from ..payload import Signal
-from .decode import REQUEST_TYPES, from_otlp
+from .decode import REQUEST_TYPES, as_signal, from_otlp
 from .encode import to_otlp
 
 ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})
@@ -48,20 +48,7 @@ _ROOT_KEYS = {
 
 def from_otlp_json(text_or_bytes: str | bytes | bytearray, signal: Signal | str | None = None) -> OtapBundle:
     """Convert an OTLP/JSON export request to an OtapBundle (signal inferred from the root key)."""
-    try:
-        doc = json.loads(text_or_bytes)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConversionError(f"invalid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
-    sig = _signal(doc, signal)
-    _prepare(doc, "")
-    message = REQUEST_TYPES[sig]()
-    try:
-        json_format.ParseDict(doc, message, ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
-        raise ConversionError(f"invalid OTLP/JSON: {exc}") from None
-    return from_otlp(message)
+    return from_otlp(otlp_json_to_message(text_or_bytes, signal))
 
 
 def to_otlp_json(bundle: OtapBundle) -> str:
@@ -71,18 +58,36 @@ def to_otlp_json(bundle: OtapBundle) -> str:
     return json.dumps(doc)
 
 
-def otlp_json_to_message(text_or_bytes: str | bytes, signal: Signal | str | None = None) -> Any:
+def otlp_json_to_message(text_or_bytes: str | bytes | bytearray, signal: Signal | str | None = None) -> Any:
     """Parse OTLP/JSON into the protobuf request message (hex ids accepted)."""
-    doc = json.loads(text_or_bytes)
+    try:
+        doc = json.loads(text_or_bytes)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConversionError(f"invalid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)
     _prepare(doc, "")
-    return json_format.ParseDict(doc, REQUEST_TYPES[sig](), ignore_unknown_fields=True)
+    try:
+        return json_format.ParseDict(doc, REQUEST_TYPES[sig](), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ConversionError(f"invalid OTLP/JSON: {exc}") from None
 
 
 def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
+    """The request's signal: from its root key, which must agree with `signal` when given (unknown
+    fields are ignored, so a root key of another signal would otherwise vanish without a word)."""
+    roots = {k: _ROOT_KEYS[k] for k in doc if k in _ROOT_KEYS}
     if signal is not None:
-        return Signal(signal)
-    found = {_ROOT_KEYS[k] for k in doc if k in _ROOT_KEYS}
+        sig = as_signal(signal)
+        other = sorted(k for k, s in roots.items() if s is not sig)
+        if other:
+            raise ConversionError(
+                f"signal={sig.value} but the request holds {', '.join(other)} "
+                f"({', '.join(sorted({roots[k].value for k in other}))}); its data would be dropped"
+            )
+        return sig
+    found = set(roots.values())
     if len(found) != 1:
         raise ConversionError(
             "cannot infer the signal: expected exactly one of resourceLogs, resourceSpans, resourceMetrics; pass signal="
