@@ -19,6 +19,7 @@ import os
 import random
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from quiver_store.fs import FileSystem
@@ -200,9 +201,11 @@ class PowerLossFS(FileSystem):
                 path = os.path.dirname(path)
 
     # -- the reboot --------------------------------------------------------------------------
-    def durable_image(self, target: str, rng: random.Random, torn: bool = True) -> dict[str, str]:
+    def durable_image(self, target: str, rng: random.Random, torn: bool = True, reordered: bool = False) -> dict[str, str]:
         """Write the directory tree a reboot would find into `target`; return, per file written,
-        which fate its unsynced changes met (for failure messages)."""
+        which fate its unsynced changes met (for failure messages). `reordered`: every file with
+        unsynced changes gets the same adversarial fate instead of a random one: new size, its
+        odd-numbered pages new and its even-numbered ones (the first among them) old."""
         os.makedirs(target)  # must not exist: stale files would pass for survivors
         fates: dict[str, str] = {}
         with self._lock:
@@ -218,13 +221,13 @@ class PowerLossFS(FileSystem):
                 os.makedirs(out_dir, exist_ok=True)
                 for name, ino in entries.items():
                     if ino not in contents:
-                        contents[ino], fate = self._survivor(ino, rng, torn)
+                        contents[ino], fate = self._survivor(ino, rng, torn, reordered)
                         fates[os.path.relpath(os.path.join(directory, name), self.root)] = fate
                     with open(os.path.join(out_dir, name), "wb") as f:
                         f.write(contents[ino])
         return fates
 
-    def _survivor(self, ino: int, rng: random.Random, torn: bool) -> tuple[bytes, str]:
+    def _survivor(self, ino: int, rng: random.Random, torn: bool, reordered: bool = False) -> tuple[bytes, str]:
         inode = self._inodes[ino]
         try:
             with open(inode.current_path, "rb") as f:
@@ -237,13 +240,15 @@ class PowerLossFS(FileSystem):
         if not torn:
             return durable, "unsynced changes dropped"
         first_diff = next((i for i, (a, b) in enumerate(zip(durable, current)) if a != b), min(len(durable), len(current)))
+        if reordered:
+            return _pages_landed(durable, current, first_diff, lambda page: page % 2 == 1, new_size=True)
         choice = rng.random()
         if choice < 0.25:
             return durable, "unsynced changes dropped"
         if choice < 0.4:
             return current, "unsynced changes all landed"
         if choice < 0.6:
-            return _pages_landed(durable, current, first_diff, rng)
+            return _pages_landed(durable, current, first_diff, lambda page: rng.random() < 0.5, rng.random() < 0.5)
         cut = first_diff + rng.randrange(max(1, len(current) - first_diff + 1))
         mixed = current[:cut] + durable[cut:]
         if choice < 0.8:
@@ -255,16 +260,19 @@ class PowerLossFS(FileSystem):
         return mixed[:cut] + garbage + mixed[cut + len(garbage):], f"torn at byte {cut} with {len(garbage)} garbage bytes"
 
 
-def _pages_landed(durable: bytes, current: bytes, first_diff: int, rng: random.Random) -> tuple[bytes, str]:
-    """Write-back in any order: each 4 KiB page of the changed range holds its new or its old bytes
-    (zeros past the old end), independently, and the size is the old or the new one. So a later page
-    of one write, or a later write, can land while an earlier one did not (SQLite's crash VFS, ALICE)."""
-    length = len(current) if rng.random() < 0.5 else len(durable)
+def _pages_landed(
+    durable: bytes, current: bytes, first_diff: int, lands: Callable[[int], bool], new_size: bool
+) -> tuple[bytes, str]:
+    """Write-back in any order: each 4 KiB page of the changed range holds its new bytes where
+    `lands(page)`, else its old ones (zeros past the old end), and the size is the new or the old one.
+    So a later page of one write, or a later write, can land while an earlier one did not (SQLite's
+    crash VFS, ALICE)."""
+    length = len(current) if new_size else len(durable)
     old = durable[:length].ljust(length, b"\0")
     out = bytearray(old)
     landed = []
     for page in range(first_diff // PAGE, -(-length // PAGE)):
-        if rng.random() < 0.5:
+        if lands(page):
             lo, hi = page * PAGE, min((page + 1) * PAGE, length)
             out[lo:hi] = current[lo:hi].ljust(hi - lo, b"\0")
             landed.append(page)
