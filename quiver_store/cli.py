@@ -7,17 +7,19 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import seq_floor
 from .engine import list_segment_seqs, newest_covered_sequence, segment_path
-from .errors import CorruptionError, QuiverError
+from .errors import CorruptionError, NotAStoreError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
 from .segment.reader import SegmentReader
 from .subscriber.report import subscriber_table
@@ -43,9 +45,32 @@ def _size(n: int) -> str:
 
 
 def _dirs(path: str) -> tuple[str, str]:
+    """The wal/ and segments/ directories of the store at `path`, or NotAStoreError saying what
+    `path` is instead. QuiverStore.open creates both (then LOCK) before anything else, so a directory
+    with neither was never a store; one alone is enough (a WAL or segments copied out of a store)."""
+    if not os.path.exists(path):
+        raise NotAStoreError(f"{path} does not exist (expected a Quiver store directory holding wal/ and segments/)")
     if not os.path.isdir(path):
-        raise QuiverError(f"{path} is not a directory (expected a Quiver store with wal/ and segments/)")
-    return os.path.join(path, "wal"), os.path.join(path, "segments")
+        raise NotAStoreError(f"{path} is a file, not a Quiver store directory (one holding wal/ and segments/)")
+    wal_dir, seg_dir = os.path.join(path, "wal"), os.path.join(path, "segments")
+    for d in (wal_dir, seg_dir):
+        if os.path.exists(d) and not os.path.isdir(d):
+            raise NotAStoreError(f"{path} is not a Quiver store: its {os.path.basename(d)} is a file, not a directory")
+    if not os.path.isdir(wal_dir) and not os.path.isdir(seg_dir):
+        raise NotAStoreError(f"{path} is not a Quiver store: it has no wal/ or segments/ directory{_hint(path)}")
+    return wal_dir, seg_dir
+
+
+def _hint(path: str) -> str:
+    """Where the store probably is, when `path` is part of one or holds per-core stores."""
+    norm = os.path.normpath(path)
+    name, parent = os.path.basename(norm), os.path.dirname(norm) or "."
+    if name in ("wal", "segments") and os.path.isdir(os.path.join(parent, "wal" if name == "segments" else "segments")):
+        return f" (it is the {name}/ directory of the store {parent}: pass {parent})"
+    cores = sorted(n for n in os.listdir(path) if re.fullmatch(r"core_\d+", n) and os.path.isdir(os.path.join(path, n)))
+    if cores:
+        return f" (it holds the per-core stores {', '.join(cores[:3])}{', ...' if len(cores) > 3 else ''}: pass one of them)"
+    return ""
 
 
 def _wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
@@ -190,7 +215,7 @@ def _json_default(value: Any) -> Any:
 
 def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     _, seg_dir = _dirs(args.path)
-    seqs = list_segment_seqs(fs, seg_dir)
+    seqs = list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []
     if args.segment is not None:
         if args.segment not in seqs:
             raise QuiverError(f"no segment {args.segment} in {seg_dir} (segments: {seqs[:10]}{'...' if len(seqs) > 10 else ''})")
@@ -198,7 +223,13 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     if args.format == "arrow":
         if not args.output:
             raise QuiverError("--format arrow writes one Arrow IPC file per bundle slot: give --output DIR")
-        os.makedirs(args.output, exist_ok=True)
+        _check_output_dir(args.output)
+        try:
+            os.makedirs(args.output, exist_ok=True)
+        except OSError as exc:
+            raise QuiverError(f"--output {args.output}: cannot create the directory ({exc.strerror})") from None
+    elif args.output:
+        raise QuiverError("--output is for --format arrow; JSON lines go to stdout (redirect them: > FILE)")
     out = sys.stdout
     for seq in seqs:
         with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
@@ -217,6 +248,23 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
                     with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
                         w.write_batch(batch)
     return 0
+
+
+DUMP_FILE = re.compile(r"seg\d{16}_bundle\d{6}_slot\d{2}\.arrow")
+
+
+def _check_output_dir(out: str) -> None:
+    """Refuse an --output that is a file, or a directory holding an earlier dump's files (which this
+    dump would overwrite or, when it writes fewer, silently mix with)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise QuiverError(f"--output {out} is an existing file, not a directory: name a new or empty directory")
+    if os.path.isdir(out):
+        earlier = sorted(n for n in os.listdir(out) if DUMP_FILE.fullmatch(n))
+        if earlier:
+            raise QuiverError(
+                f"--output {out} already holds {len(earlier)} file(s) of an earlier dump (e.g. {earlier[0]}): "
+                "name a new directory or remove them first"
+            )
 
 
 def _json_rows(batch: pa.RecordBatch) -> list[dict]:
@@ -292,13 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--recovery", choices=("point_in_time", "skip_corrupt", "strict"), default="point_in_time")
     args = parser.parse_args(argv)
-    console = Console(width=max(Console().width, 120))
+    console = Console(width=max(Console().width, 140))
     handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]
     try:
         return handler(args, console, DEFAULT_FS)
-    except QuiverError as exc:
-        Console(stderr=True).print(f"[red]quiver {args.command}:[/red] {exc}", soft_wrap=True)
-        return 2
+    except (QuiverError, OSError) as exc:  # one line on stderr, never a traceback
+        Console(stderr=True, highlight=False).print(f"[red]quiver {args.command}:[/red] {escape(str(exc))}", soft_wrap=True)
+        return 1 if isinstance(exc, CorruptionError) else 2  # damage found vs bad arguments or refused
 
 
 if __name__ == "__main__":

@@ -9,6 +9,17 @@ class ConfigError(QuiverError):
     """A configuration value is invalid (names the key and the accepted range)."""
 
 
+class NotAStoreError(ConfigError):
+    """A store path names something that is not a Quiver store directory (a file, a store's own
+    wal/ or segments/ subdirectory, a missing path or an unrelated directory); the message says which."""
+
+
+class BundleError(QuiverError, ValueError):
+    """A RecordBundle was built from invalid parts (slot id, batch, fingerprint, ingestion time).
+
+    Also a ValueError, which RecordBundle raised before it had its own exception."""
+
+
 class CorruptionError(QuiverError):
     """Stored bytes failed validation. `path` and `offset` locate the damage when known."""
 

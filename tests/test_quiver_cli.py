@@ -132,7 +132,7 @@ def test_replay_of_a_clean_crash(tmp_path, capsys):
 
 def test_missing_store_is_a_clear_error(tmp_path, capsys):
     assert main(["inspect", str(tmp_path / "nope")]) == 2
-    assert "is not a directory" in capsys.readouterr().err
+    assert f"{tmp_path / 'nope'} does not exist" in capsys.readouterr().err
 
 
 def test_dump_json_of_otap_segments_renders_times_and_dictionaries(tmp_path, capsys):
@@ -163,3 +163,135 @@ def test_verify_accepts_a_wal_whose_prefix_was_reclaimed(tmp_path, capsys):
     assert stats["holes_punched"] + stats["rewrites"] >= 1
     assert main(["verify", str(tmp_path)]) == 0
     assert "CORRUPT" not in capsys.readouterr().out
+
+
+# -- paths that are not a store ----------------------------------------------------------------------
+COMMANDS = ("inspect", "verify", "dump", "replay")
+
+
+def not_a_store(root: Path, kind: str) -> tuple[Path, str]:
+    """A path of the given kind next to a real store `root/store`, and the phrase its error must hold."""
+    with QuiverStore.open(root / "store", QUIET) as store:
+        store.ingest(bundle(0))
+    if kind == "missing":
+        return root / "nope", "does not exist"
+    if kind == "file":
+        (root / "logs.pb").write_bytes(b"\x0a\x00")
+        return root / "logs.pb", "is a file, not a Quiver store directory"
+    if kind == "empty":
+        (root / "empty").mkdir()
+        return root / "empty", "is not a Quiver store: it has no wal/ or segments/ directory"
+    if kind == "unrelated":
+        (root / "other").mkdir()
+        (root / "other" / "notes.txt").write_text("x")
+        return root / "other", "is not a Quiver store: it has no wal/ or segments/ directory"
+    if kind == "wal_file":
+        (root / "odd").mkdir()
+        (root / "odd" / "wal").write_text("x")
+        return root / "odd", "is not a Quiver store: its wal is a file, not a directory"
+    sub = root / "store" / kind  # the store's own segments/ or wal/
+    return sub, f"is not a Quiver store: it has no wal/ or segments/ directory (it is the {kind}/ directory of the store {root / 'store'}: pass {root / 'store'})"
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "empty", "unrelated", "wal_file", "segments", "wal"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_path_that_is_not_a_store_is_refused_in_one_line(tmp_path, capsys, command, kind):
+    path, phrase = not_a_store(tmp_path, kind)
+    before = digest(tmp_path)
+    assert main([command, str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no empty table: verify never passes a directory that is not a store
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"quiver {command}: {path} ") and phrase in err
+    assert digest(tmp_path) == before
+
+
+def test_the_root_of_per_core_stores_is_refused_with_a_hint(tmp_path, capsys):
+    from quiver_store import open_cores
+
+    for store in open_cores(str(tmp_path), 2, QUIET):
+        store.close()
+    assert main(["verify", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "it holds the per-core stores core_0, core_1: pass one of them" in err
+    assert main(["verify", str(tmp_path / "core_1")]) == 0
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_store_without_segments_or_with_only_its_wal_still_works(tmp_path, capsys, command):
+    """A fresh store (nothing ingested), and a crashed store whose segments/ directory is gone."""
+    with QuiverStore.open(tmp_path / "fresh", QUIET):
+        pass
+    root, _ = crashed_store(tmp_path / "crashed")
+    (root / "segments").rmdir()  # no flush ran: it was empty
+    assert main([command, str(tmp_path / "fresh")]) == 0
+    assert main([command, str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    if command == "replay":
+        assert "entries to replay into the open segment: 5" in out
+    if command == "verify":
+        assert "5 entries" in out
+
+
+# -- dump --output -----------------------------------------------------------------------------------
+def test_dump_refuses_an_output_that_is_a_file_or_holds_an_earlier_dump(store_dir, tmp_path_factory, capsys):
+    scratch = tmp_path_factory.mktemp("out")
+    existing = scratch / "logs.pb"
+    existing.write_bytes(b"keep me")
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(existing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--output {existing} is an existing file, not a directory" in err and "Traceback" not in err
+    assert existing.read_bytes() == b"keep me"
+
+    out = scratch / "arrow"
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 0
+    first = digest(out)
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out), "--segment", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"--output {out} already holds 10 file(s) of an earlier dump" in err and "seg0000000000000000_bundle000000_slot00.arrow" in err
+    assert digest(out) == first
+
+    assert main(["dump", str(store_dir), "--output", str(scratch / "j")]) == 2
+    assert "--output is for --format arrow" in capsys.readouterr().err
+    assert not (scratch / "j").exists()
+    (scratch / "plain").write_text("x")
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "plain" / "sub")]) == 2
+    assert f"--output {scratch / 'plain' / 'sub'}: cannot create the directory" in capsys.readouterr().err
+
+
+def test_dump_of_a_damaged_segment_exits_1_in_one_line(store_dir, capsys):
+    """Damage found is status 1 (the documented convention), with one line naming the file."""
+    seg = store_dir / "segments" / f"{0:016d}.qseg"
+    data = bytearray(seg.read_bytes())
+    data[len(data) - 1] ^= 0x01  # the footer
+    seg.write_bytes(bytes(data))
+    assert main(["dump", str(store_dir)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("quiver dump: ") and str(seg) in err and err.count("\n") == 1
+
+
+# -- subscribers table ---------------------------------------------------------------------------------
+def test_inspect_lists_what_is_resolved_past_the_mark(tmp_path, capsys):
+    """The gap set holds the bundles acked past the mark (not missing ones); a segment acked whole
+    shows as `seq:*` and counts all its bundles."""
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.subscribe("idle")  # pins every segment, so retention deletes none
+        for _ in range(3):
+            for i in range(4):
+                store.ingest(bundle(i))
+            store.flush()
+        sub = store.subscribe("exp")
+        got = [sub.next(timeout=5) for _ in range(12)]
+        for d in got[4:8] + [got[9], got[11]]:  # all of segment 1, bundles 1 and 3 of segment 2
+            d.ack()
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "resolved > mark" in out and "seg:bundle (first 8)" in out and "gaps (first 8)" not in out
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:6]]
+        for line in out.splitlines()
+        if line.startswith("│ ") and line.split("│")[1].strip() in ("idle", "exp")
+    }
+    assert rows["exp"] == ["-1", "6", "1:*, 2:1, 2:3", "6"]  # mark, resolved > mark, which, lag bundles
+    assert rows["idle"] == ["-1", "0", "-", "12"]

@@ -21,14 +21,16 @@ def _when(ns: int) -> str:
 def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[int] | None = None) -> Table:
     """Subscribers with their high-water mark, gap set, lag and drops, rebuilt from the ack log.
 
-    `on_disk` (segment sequence numbers present) restricts lag to segments that still exist.
+    The gap set is what is resolved (acked or dropped) past the mark, not what is missing: its
+    columns say so, and list a segment resolved whole as `seq:*`. `on_disk` (segment sequence
+    numbers present) restricts lag to segments that still exist.
     """
     table = Table(title=f"subscribers of {path}")
     for col in (
         "subscriber",
         "mark",
-        "gap set",
-        "gaps (first 8)",
+        "resolved > mark",
+        "seg:bundle (first 8)",
         "lag bundles",
         "lag segments",
         "dropped",
@@ -38,7 +40,7 @@ def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[in
         table.add_column(
             col,
             justify="right"
-            if col in ("mark", "gap set", "lag bundles", "lag segments", "dropped")
+            if col in ("mark", "resolved > mark", "lag bundles", "lag segments", "dropped")
             else "left",
         )
     try:
@@ -53,12 +55,13 @@ def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[in
     for sub in sorted(state.subscribers.values(), key=lambda s: s.name):
         sub.complete_known(catalog)
         lag_b, lag_s = sub.lag(catalog)
-        gaps = sub.gap_keys()
-        shown = ", ".join(f"{s}:{i}" for s, i in gaps[:8]) + (" ..." if len(gaps) > 8 else "")
+        ahead = sorted([(s, i, str(i)) for s, i in sub.gap_keys()] + [(s, -1, "*") for s in sub.done])
+        resolved = sub.gap_set_size() + sum(catalog.count(s) or 0 for s in sub.done)
+        shown = ", ".join(f"{s}:{i}" for s, _, i in ahead[:8]) + (" ..." if len(ahead) > 8 else "")
         table.add_row(
             sub.name,
             str(sub.mark),
-            str(len(gaps)),
+            str(resolved),
             shown or "-",
             str(lag_b),
             str(lag_s),
