@@ -31,19 +31,24 @@ def write_envelopes(out: BinaryIO, messages: Iterable[BatchArrowRecords | bytes]
 
 
 def read_envelopes(source: BinaryIO, name: str = "<stream>") -> Iterator[bytes]:
-    """Yield each message's bytes; a truncated prefix or message raises EnvelopeError with its offset."""
+    """Yield each message's bytes; a truncated prefix or message raises EnvelopeError naming the
+    file, the message number (1-based, as every message of the command line) and its offset."""
     offset = 0
+    number = 1
     while True:
         head = source.read(_LEN.size)
         if not head:
             return
         if len(head) < _LEN.size:
-            raise EnvelopeError(f"{name}: truncated length prefix at offset {offset} ({len(head)} of 4 bytes)")
+            raise EnvelopeError(
+                f"{name}: message {number}: truncated length prefix at offset {offset} ({len(head)} of 4 bytes)"
+            )
         (length,) = _LEN.unpack(head)
         data = source.read(length)
         if len(data) < length:
             raise EnvelopeError(
-                f"{name}: message at offset {offset} declares {length} bytes but only {len(data)} remain"
+                f"{name}: message {number}: at offset {offset} declares {length} bytes but only {len(data)} remain"
             )
         yield data
         offset += _LEN.size + length
+        number += 1

@@ -50,14 +50,17 @@ def test_truncated_file_names_the_offset(tmp_path: Path, capsys: pytest.CaptureF
     (first_len,) = struct.unpack_from("<I", data)
     out.write_bytes(data[: 4 + first_len + 10])
     assert main(["decode", str(out), "--out", str(tmp_path / "dec")]) == 2
-    assert f"message at offset {4 + first_len} declares" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"adaptive-arrow decode: {out}: message 2: at offset {4 + first_len} declares ")
+    assert err.endswith(" bytes but only 6 remain\n") and err.count(str(out)) == 1
+    assert (tmp_path / "dec" / "000000.pb").stat().st_size > 0  # message 1 was written
 
 
 def test_bad_input_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.pb"
     bad.write_bytes(b"\xff\xff\xff")
     assert main(["encode", "--signal", "logs", str(bad), "--out", str(tmp_path / "o"), "--quiet"]) == 2
-    assert str(bad) in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith(f"adaptive-arrow encode: {bad} (read as OTLP protobuf): ")
     assert not (tmp_path / "o").exists()
 
 
@@ -68,3 +71,150 @@ def test_framing() -> None:
     assert [BatchArrowRecords.from_bytes(m) for m in read_envelopes(io.BytesIO(buf.getvalue()))] == bars
     with pytest.raises(EnvelopeError, match="truncated length prefix at offset 10"):
         list(read_envelopes(io.BytesIO(buf.getvalue()[:12])))
+
+
+# ---- fresh-user review 6: empty requests, numbering, input formats, --out, help, stdout
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("empty_first", [True, False])
+def test_empty_requests_round_trip(tmp_path: Path, empty_first: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty file is an empty request (zero records); decode needs no signal for it, before or
+    after messages that carry one."""
+    empty = tmp_path / "e.pb"
+    empty.write_bytes(b"")
+    logs = _requests(tmp_path, "logs.json", 1)
+    inputs = [empty, *logs, empty] if empty_first else [*logs, empty]
+    out = tmp_path / "x.otap"
+    assert _run(["encode", "--signal", "logs", *map(str, inputs), "--out", str(out), "--no-sort"], capsys)[0] == 0
+    code, stdout, err = _run(["decode", str(out), "--out", str(tmp_path / "dec")], capsys)
+    assert (code, err) == (0, "")
+    assert stdout == f"{len(inputs)} message(s) decoded into {tmp_path / 'dec'}\n"
+    assert [p.read_bytes() for p in sorted((tmp_path / "dec").glob("*.pb"))] == [p.read_bytes() for p in inputs]
+
+
+def test_only_empty_requests_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "e.pb"
+    empty.write_bytes(b"")
+    out = tmp_path / "x.otap"
+    code, stdout, _ = _run(["encode", str(empty), "--signal", "metrics", "--out", str(out)], capsys)
+    assert code == 0 and stdout == f"1 message(s), 0 input bytes -> 4 OTAP bytes in {out}\n"
+    assert _run(["decode", str(out), "--out", str(tmp_path / "d")], capsys)[:2] == (0, f"1 message(s) decoded into {tmp_path / 'd'}\n")
+    assert (tmp_path / "d" / "000000.pb").read_bytes() == b""
+
+
+def test_decode_failure_names_file_once_and_message_from_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.otap"
+    write_envelopes(bad.open("wb"), [BatchArrowRecords(0), b"\x0a\x02\x08"])
+    code, _, err = _run(["decode", str(bad), "--out", str(tmp_path / "d")], capsys)
+    assert code == 2
+    assert err.startswith(f"adaptive-arrow decode: {bad}: message 2: ")
+    assert err.count(str(bad)) == 1
+    bad.write_bytes(b"\x00\x00")
+    code, _, err = _run(["decode", str(bad), "--out", str(tmp_path / "d")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow decode: {bad}: message 1: truncated length prefix at offset 0 (2 of 4 bytes)\n")
+
+
+def test_decode_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["decode", str(tmp_path / "no.otap"), "--out", str(tmp_path / "d")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow decode: {tmp_path / 'no.otap'}: no such file\n")
+
+
+@pytest.mark.parametrize(("name", "signal", "fmt"), [("logs.json", "logs", "auto"), ("trace.json", "traces", "otlp-json"),
+                                                     ("metrics.json", "metrics", "auto")])
+def test_encode_reads_otlp_json(tmp_path: Path, name: str, signal: str, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    otap_model = pytest.importorskip("otap_model")
+    out = tmp_path / "j.otap"
+    code, _, err = _run(["encode", str(DATA / name), "--signal", signal, "--input-format", fmt, "--out", str(out),
+                           "--no-sort"], capsys)
+    assert (code, err) == (0, "")
+    assert _run(["decode", str(out), "--out", str(tmp_path / "d")], capsys)[0] == 0
+    expected = otap_model.to_otlp(otap_model.from_otlp_json((DATA / name).read_bytes())).SerializeToString()
+    assert (tmp_path / "d" / "000000.pb").read_bytes() == expected
+
+
+def test_encode_reads_zipkin_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    zipkin = DATA.parent / "zipkin" / "yelp.json"
+    code, stdout, _ = _run(["encode", str(zipkin), "--signal", "traces", "--out", str(tmp_path / "z.otap")], capsys)
+    assert code == 0 and stdout.startswith("1 message(s)")
+    code, _, err = _run(["encode", str(zipkin), "--signal", "logs", "--out", str(tmp_path / "z.otap")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs (--signal)\n")
+
+
+def test_json_read_as_protobuf_says_it_looks_like_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    renamed = tmp_path / "logs.pb"
+    renamed.write_bytes((DATA / "logs.json").read_bytes())
+    code, _, err = _run(["encode", str(renamed), "--signal", "logs", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert err.startswith(f"adaptive-arrow encode: {renamed} (read as OTLP protobuf): ")
+    assert err.endswith("; the file looks like JSON: pass --input-format otlp-json\n")
+    assert not (tmp_path / "o").exists()
+
+
+def test_wrong_signal_says_which_signal_the_file_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = _requests(tmp_path, "logs.json", 1)
+    code, _, err = _run(["encode", str(inputs[0]), "--signal", "traces", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert err.endswith("; it parses as an OTLP logs request: is --signal traces right?\n")
+
+
+def test_out_that_is_an_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = _requests(tmp_path, "logs.json", 2)
+    before = inputs[1].read_bytes()
+    code, _, err = _run(["encode", *map(str, inputs), "--signal", "logs", "--out", str(inputs[1])], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {inputs[1]} is one of the inputs; choose another output file\n")
+    assert inputs[1].read_bytes() == before
+    assert not inputs[1].with_name(inputs[1].name + ".tmp").exists()
+
+
+def test_missing_input_or_directory_is_refused_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.otap"
+    assert _run(["encode", str(tmp_path / "no.pb"), "--signal", "logs", "--out", str(out)], capsys)[::2] == (
+        2, f"adaptive-arrow encode: {tmp_path / 'no.pb'}: no such file\n")
+    assert _run(["encode", str(tmp_path), "--signal", "logs", "--out", str(out)], capsys)[::2] == (
+        2, f"adaptive-arrow encode: {tmp_path}: not a regular file (a directory)\n")
+    assert not out.exists()
+
+
+def test_encode_prints_only_its_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = _requests(tmp_path, "logs.json", 1)
+    out = tmp_path / "x.otap"
+    code, stdout, err = _run(["encode", str(inputs[0]), "--signal", "logs", "--out", str(out)], capsys)
+    assert (code, err) == (0, "")
+    assert stdout == f"1 message(s), {inputs[0].stat().st_size} input bytes -> {out.stat().st_size} OTAP bytes in {out}\n"
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"adaptive-arrow {version('otap-toolkit')} (otap-toolkit)\n"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "Encode OpenTelemetry data as OTAP" in text and "commands/" not in text
+    for command, shown in (("encode", "(default: zstd)"), ("pipeline", "(default: 20000)"), ("generate", "(default: 5000)")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert shown in " ".join(capsys.readouterr().out.split())
+
+
+def test_generate_refuses_a_directory_of_an_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "g"
+    assert _run(["generate", "--signal", "logs", "--count", "10", "--batch-size", "3", "--out", str(out), "--quiet"], capsys)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    code, _, err = _run(["generate", "--signal", "logs", "--count", "3", "--batch-size", "3", "--out", str(out), "--quiet"], capsys)
+    assert code == 2
+    assert err == (f"adaptive-arrow generate: --out {out} already holds 4 file(s) of an earlier run (logs-000000.pb ...); "
+                   "pass --overwrite to delete them first, or choose another directory\n")
+    assert len(list(out.glob("logs-*.pb"))) == 4
+    argv = ["generate", "--signal", "traces", "--count", "3", "--batch-size", "3", "--out", str(out), "--quiet", "--overwrite"]
+    assert _run(argv, capsys)[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "traces-000000.pb"]

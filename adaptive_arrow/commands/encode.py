@@ -1,6 +1,7 @@
-"""``adaptive-arrow encode``: OTLP protobuf files -> one OTAP envelope file.
+"""``adaptive-arrow encode``: OTLP files -> one OTAP envelope file.
 
-Each input file holds one serialized Export{Logs,Trace,Metrics}ServiceRequest and becomes one
+Each input file holds one export request (OTLP protobuf ``Export{Logs,Trace,Metrics}ServiceRequest``,
+the same as OTLP/JSON, or a Zipkin v2 JSON span list; see inputs.py) and becomes one
 BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP envelope files"). All
 messages go through one encoder, so the output is one OTAP stream (later messages carry
 dictionary deltas) unless --unary asks for a fresh encoder per message.
@@ -9,55 +10,87 @@ dictionary deltas) unless --unary asks for a fresh encoder per message.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from .inputs import InputError, add_format_argument, check_files
+
+NAME = "adaptive-arrow encode"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, help="OTLP protobuf files, one Export*ServiceRequest each")
+    parser.add_argument("files", nargs="+", type=Path, help="input files, one export request each")
     parser.add_argument("--signal", required=True, choices=["logs", "traces", "metrics"], help="signal of the requests")
-    parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file")
+    parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file (must not be an input)")
+    add_format_argument(parser)
     parser.add_argument("--compression", choices=["none", "zstd"], default="zstd", help="Arrow IPC body compression")
     parser.add_argument("--no-sort", action="store_true", help="skip sorting and delta-encoded ids")
     parser.add_argument("--unary", action="store_true", help="a fresh encoder per message (no state across messages)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def check_out(out: Path, tmp: Path, inputs: list[Path]) -> None:
+    """--out (and the .tmp file written first) must be a writable path that is none of the inputs."""
+    if out.is_dir():
+        raise InputError(f"--out {out}: is a directory; name the output file")
+    for target in (out, tmp):
+        for path in inputs:
+            if target.exists() and os.path.samefile(target, path):
+                what = "--out" if target == out else f"--out's temporary file {target}"
+                raise InputError(f"{what} {path} is one of the inputs; choose another output file")
+
+
 def run(args: argparse.Namespace) -> int:
-    from otap_model import from_otlp
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from otap_model.errors import OtapModelError
 
     from ..config import EncoderConfig
     from ..encoder import Encoder
     from ..envelope_file import write_envelopes
     from ..errors import AdaptiveArrowError
+    from .inputs import to_bundle
 
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    try:
+        check_files(args.files)
+        check_out(args.out, tmp, args.files)
+    except InputError as exc:
+        print(f"{NAME}: {exc}", file=sys.stderr)
+        return 2
     config = EncoderConfig(sort=not args.no_sort, ipc_compression=None if args.compression == "none" else "zstd")
     encoder = Encoder(args.signal, config)
     read = written = 0
-    tmp = args.out.with_name(args.out.name + ".tmp")
+    console = Console(stderr=True)
     columns = (TextColumn("encode"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     current = None
     try:
-        with tmp.open("wb") as out, Progress(*columns, disable=args.quiet, transient=True) as progress:
+        with tmp.open("wb") as out, Progress(*columns, console=console, transient=True,
+                                             disable=args.quiet or not console.is_terminal) as progress:
             task = progress.add_task("encode", total=len(args.files))
             for current in args.files:
                 data = current.read_bytes()
                 read += len(data)
                 if args.unary:
                     encoder = Encoder(args.signal, config)
-                written += write_envelopes(out, [encoder.encode(from_otlp(data, signal=args.signal))])
+                _, bundle = to_bundle(current, data, args.input_format, args.signal)
+                written += write_envelopes(out, [encoder.encode(bundle)])
                 progress.advance(task)
         tmp.replace(args.out)
     except OSError as exc:
-        print(f"adaptive-arrow encode: {exc}", file=sys.stderr)
+        where = f"--out {args.out}: cannot write" if exc.filename == str(tmp) else str(exc.filename or current)
+        print(f"{NAME}: {where}: {exc.strerror or exc}", file=sys.stderr)
         tmp.unlink(missing_ok=True)
         return 1
-    except (OtapModelError, AdaptiveArrowError) as exc:
-        print(f"adaptive-arrow encode: {current}: {exc}", file=sys.stderr)
+    except InputError as exc:
+        print(f"{NAME}: {exc}", file=sys.stderr)
         tmp.unlink(missing_ok=True)
         return 2
-    print(f"{len(args.files)} message(s), {read} OTLP bytes -> {written} OTAP bytes in {args.out}")
+    except (OtapModelError, AdaptiveArrowError) as exc:
+        print(f"{NAME}: {current}: {exc}", file=sys.stderr)
+        tmp.unlink(missing_ok=True)
+        return 2
+    print(f"{len(args.files)} message(s), {read} input bytes -> {written} OTAP bytes in {args.out}")
     return 0

@@ -1,9 +1,15 @@
-"""`adaptive-arrow generate`: write generated telemetry as OTLP protobuf files, one per batch."""
+"""`adaptive-arrow generate`: write generated telemetry as OTLP protobuf files, one per batch.
+
+A directory already holding files of an earlier run (``<signal>-<index>.pb`` of any signal) is
+refused unless --overwrite, which deletes those files first and nothing else: a later
+``encode DIR/*.pb`` must not mix two runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -24,22 +30,35 @@ LAYOUT = """output layout:
                                 (OTLP protobuf, deterministic serialization) holding --batch-size
                                 root records (log records, spans or metric data points), the last
                                 file the remainder. Same arguments write byte-identical files.
+  A DIR holding <signal>-<index>.pb files of an earlier run is refused (exit 2) unless
+  --overwrite, which deletes those files (and no other) first.
 example:
   adaptive-arrow generate --signal logs --count 100000 --batch-size 5000 --seed 1 --out data/logs
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = LAYOUT
     parser.add_argument("--signal", required=True, choices=("logs", "traces", "metrics"))
     parser.add_argument("--count", required=True, type=int, help="root records in all")
-    parser.add_argument("--batch-size", type=int, default=5000, help="root records per file (default 5000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--batch-size", type=int, default=5000, help="root records per file")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--profile", default="default", choices=tuple(PROFILES),
-                        help="data shape (multivariate: metrics only; default: default)")
+                        help="data shape (multivariate: metrics only)")
     parser.add_argument("--out", required=True, type=Path, help="output directory (created if missing)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the <signal>-<index>.pb files of an earlier run in --out first")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+RUN_FILE = re.compile(r"(logs|traces|metrics)-\d{6}\.pb")
+
+
+def earlier_run(out: Path) -> list[Path]:
+    """The files in `out` that generate writes (any signal), sorted."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if RUN_FILE.fullmatch(p.name) and p.is_file())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,11 +69,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"adaptive-arrow generate: {exc}", file=sys.stderr)
         return 2
     out: Path = args.out
+    old = earlier_run(out)
+    if old and not args.overwrite:
+        print(f"adaptive-arrow generate: --out {out} already holds {len(old)} file(s) of an earlier run "
+              f"({old[0].name} ...); pass --overwrite to delete them first, or choose another directory",
+              file=sys.stderr)
+        return 2
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"adaptive-arrow generate: cannot create --out {out}: {exc.strerror}", file=sys.stderr)
         return 1
+    for path in old:
+        try:
+            path.unlink()
+        except OSError as exc:
+            print(f"adaptive-arrow generate: cannot delete {path} (--overwrite): {exc.strerror}", file=sys.stderr)
+            return 1
     batches = math.ceil(args.count / args.batch_size)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())

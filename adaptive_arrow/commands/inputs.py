@@ -1,0 +1,104 @@
+"""Telemetry input files of `encode` and `bench`: OTLP protobuf, OTLP/JSON or Zipkin v2 JSON.
+
+``--input-format auto`` picks the format by suffix (``.json``: JSON, ``.pb``: protobuf), then by
+content (a first non-blank byte ``{`` is OTLP/JSON, ``[`` Zipkin JSON, anything else protobuf);
+JSON is OTLP/JSON unless it is a list (Zipkin). No OTLP request starts with ``{`` or ``[``, so a
+protobuf parse failure of such a file says it looks like JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from otap_model import ConversionError, OtapBundle, Signal, from_otlp, from_otlp_json, from_zipkin_json
+
+INPUT_FORMATS = ("auto", "otlp-proto", "otlp-json", "zipkin-json")
+LABELS = {"otlp-proto": "OTLP protobuf", "otlp-json": "OTLP/JSON", "zipkin-json": "Zipkin JSON"}
+
+
+class InputError(Exception):
+    """An input file is missing, not a regular file, or not telemetry of the format and signal asked
+    for; the message starts with the file name."""
+
+
+def add_format_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
+                        help="format of the input files; auto: by suffix (.json, .pb), then by content")
+
+
+def check_files(paths: list[Path]) -> None:
+    """Every path names an existing regular file (checked before any work starts)."""
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        if not path.is_file():
+            raise InputError(f"{path}: not a regular file" + (" (a directory)" if path.is_dir() else ""))
+
+
+def _first(data: bytes) -> bytes:
+    stripped = data.lstrip(b" \t\r\n\xef\xbb\xbf")
+    return stripped[:1]
+
+
+def detect_format(path: Path, data: bytes, input_format: str) -> str:
+    """The format `input_format` means for this file (``auto`` resolved)."""
+    if input_format != "auto":
+        return input_format
+    suffix = path.suffix.lower()
+    if suffix == ".pb":
+        return "otlp-proto"
+    first = _first(data)
+    if suffix == ".json" or first in (b"{", b"["):
+        return "zipkin-json" if first == b"[" else "otlp-json"
+    return "otlp-proto"
+
+
+def to_bundle(path: Path, data: bytes, input_format: str, signal: str | None) -> tuple[str, OtapBundle]:
+    """The file's format and its records as an OtapBundle; InputError naming the file, the format it
+    was read as and, where one is likely, the mistake (a JSON file read as protobuf, another signal)."""
+    fmt = detect_format(path, data, input_format)
+    where = f"{path} (read as {LABELS[fmt]})"
+    try:
+        if fmt == "otlp-json":
+            return fmt, from_otlp_json(data, signal=signal)
+        if fmt == "zipkin-json":
+            bundle = from_zipkin_json(data)
+            if signal is not None and Signal(signal) is not bundle.signal:
+                raise InputError(f"{where}: Zipkin spans are traces, not {signal} (--signal)")
+            return fmt, bundle
+        if signal is None:
+            return fmt, _infer(data, where)
+        return fmt, from_otlp(data, signal=signal)
+    except ConversionError as exc:
+        raise InputError(f"{where}: {exc}{_hint(data, fmt, signal)}") from None
+
+
+def _infer(data: bytes, where: str) -> OtapBundle:
+    from otap_model.otlp.decode import infer_signal
+
+    try:
+        signal = infer_signal(data)
+    except ConversionError:
+        hint = _hint(data, "otlp-proto", None)
+        raise InputError(f"{where}: not one Export{{Logs,Trace,Metrics}}ServiceRequest of a single signal{hint}") from None
+    return from_otlp(data, signal=signal)
+
+
+def _hint(data: bytes, fmt: str, signal: str | None) -> str:
+    """What probably went wrong with a file that failed to convert."""
+    if fmt != "otlp-proto":
+        return ""
+    first = _first(data)
+    if first in (b"{", b"["):
+        kind = "otlp-json" if first == b"{" else "zipkin-json"
+        return f"; the file looks like JSON: pass --input-format {kind}"
+    if signal is None:
+        return ""
+    try:
+        other = from_otlp(data).signal
+    except ConversionError:
+        return ""
+    if other.value == signal:
+        return ""
+    return f"; it parses as an OTLP {other.value} request: is --signal {signal} right?"
