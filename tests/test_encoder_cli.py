@@ -218,3 +218,29 @@ def test_generate_refuses_a_directory_of_an_earlier_run(tmp_path: Path, capsys: 
     argv = ["generate", "--signal", "traces", "--count", "3", "--batch-size", "3", "--out", str(out), "--quiet", "--overwrite"]
     assert _run(argv, capsys)[0] == 0
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "traces-000000.pb"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--profile", "multivariate", "--signal", "logs"], "profile: 'multivariate' applies to metrics only, not to logs"),
+    (["--count", "-1", "--signal", "logs"], "count: expected an integer >= 0, got -1"),
+])
+def test_pipeline_refuses_bad_generator_arguments(tmp_path: Path, argv: list[str], message: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store"
+    assert _run(["pipeline", "--store", str(store), *argv], capsys)[::2] == (2, f"adaptive-arrow pipeline: {message}\n")
+    assert not store.exists()
+
+
+def test_pipeline_refuses_an_unknown_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["pipeline", "--store", str(tmp_path / "s"), "--profile", "bogus"])
+    assert exit_.value.code == 2
+    assert "argument --profile: invalid choice: 'bogus' (choose from 'default'," in capsys.readouterr().err
+
+
+def test_pipeline_refuses_a_store_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "logs.otap"
+    store.write_bytes(b"data")
+    code, _, err = _run(["pipeline", "--store", str(store), "--count", "10", "--signal", "logs"], capsys)
+    assert (code, err) == (2, f"adaptive-arrow pipeline: --store {store}: not a directory (an existing file); name a store directory\n")
+    assert store.read_bytes() == b"data"

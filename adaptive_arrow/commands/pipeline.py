@@ -1,41 +1,70 @@
 """`adaptive-arrow pipeline`: generate, encode and persist telemetry into a Quiver store, then read
-it back through a subscriber and verify it."""
+it back through a subscriber and verify it.
+
+Arguments are checked before the store is opened: the generator validates every (signal, profile)
+pair and the counts as `generate` does, and --store must be a directory or not exist yet.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from rich.console import Console
 
 from otap_model import Signal
+from otap_model.generator import PROFILES, GeneratorError, generate_otlp
+
+NAME = "adaptive-arrow pipeline"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, help="store directory (created if missing)")
+    parser.add_argument("--store", required=True, type=Path, help="store directory (created if missing)")
     parser.add_argument("--signal", action="append", choices=[s.value for s in Signal],
                         help="signal to run (repeatable; default: all three)")
     parser.add_argument("--count", type=int, default=20_000, help="root records per signal")
-    parser.add_argument("--batch-size", type=int, default=5_000)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--profile", default="default")
+    parser.add_argument("--batch-size", type=int, default=5_000, help="root records per request")
+    parser.add_argument("--seed", type=int, default=42, help="generator seed")
+    parser.add_argument("--profile", default="default", choices=tuple(PROFILES),
+                        help="generator data shape (multivariate: metrics only)")
     parser.add_argument("--no-sort", action="store_true", help="encode without sorting and delta ids")
     parser.add_argument("--spark", nargs="?", const="local[2]", metavar="MASTER",
-                        help="encode in Spark tasks (default master local[2]; needs the 'spark' extra)")
+                        help="encode in Spark tasks (master local[2] when none is given; needs the 'spark' extra)")
+
+
+def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
+    """The first bad argument, as the message to print, or None."""
+    for signal in signals:
+        try:
+            generate_otlp(signal, args.count, batch_size=args.batch_size, seed=args.seed, profile=args.profile)
+        except GeneratorError as exc:
+            return str(exc)
+    if args.store.exists() and not args.store.is_dir():
+        return f"--store {args.store}: not a directory (an existing file); name a store directory"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
+    from quiver_store.errors import QuiverError
+
     from ..config import EncoderConfig
+    from ..errors import AdaptiveArrowError
     from ..pipeline import run_pipeline
     from ..report import render
 
     signals = [Signal(s) for s in args.signal] if args.signal else list(Signal)
+    problem = _check(args, signals)
+    if problem is not None:
+        print(f"{NAME}: {problem}", file=sys.stderr)
+        return 2
     spark = None
-    if args.spark:
-        from ..spark import spark_session
-
-        spark = spark_session(args.spark, "adaptive-arrow-pipeline")
-        spark.sparkContext.setLogLevel("ERROR")
     try:
+        if args.spark:
+            from ..spark import spark_session
+
+            spark = spark_session(args.spark, "adaptive-arrow-pipeline")
+            spark.sparkContext.setLogLevel("ERROR")
         result = run_pipeline(
             args.store,
             signals=signals,
@@ -46,6 +75,15 @@ def run(args: argparse.Namespace) -> int:
             encoder_config=EncoderConfig(sort=not args.no_sort),
             spark=spark,
         )
+    except OSError as exc:
+        print(f"{NAME}: {exc.filename or args.store}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except QuiverError as exc:
+        print(f"{NAME}: --store {args.store}: {exc}", file=sys.stderr)
+        return 2
+    except AdaptiveArrowError as exc:
+        print(f"{NAME}: {exc}", file=sys.stderr)
+        return 2
     finally:
         if spark is not None:
             spark.stop()
