@@ -119,17 +119,6 @@ def otlp_example_datasets() -> list[Dataset]:
             for p in sorted((DATA_DIR / "otlp-examples").glob("*.json"))]
 
 
-def protobuf_file_dataset(path: Path) -> Dataset:
-    """An OTLP protobuf file holding one Export*ServiceRequest (signal inferred from the bytes)."""
-    from_otlp = component("otap_model", "from_otlp")
-    data = path.read_bytes()
-    signal = from_otlp(data).signal
-    request_types = component("otap_model.otlp.decode", "REQUEST_TYPES")
-    request = request_types[signal]()
-    request.ParseFromString(data)
-    return file_dataset(f"file/{path.name}", request)
-
-
 def _res_field(request: Any) -> str:
     return request.DESCRIPTOR.fields[0].name
 

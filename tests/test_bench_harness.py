@@ -59,7 +59,62 @@ def test_a_missing_component_stops_the_run() -> None:
         c.component("otap_model", "no_such_thing")
 
 
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+OFF = ["--no-generator", "--no-samples", "--batch-sizes", "10"]
+
+
+def _bench(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["bench", *argv])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--signals", "foo"], "--signals: unknown signal 'foo'; expected one of logs, traces, metrics"),
+    (["--signals", "logs,foo"], "--signals: unknown signal 'foo'; expected one of logs, traces, metrics"),
+    (["--signals", ","], "--signals: give at least one of logs, traces, metrics"),
+    (["--profiles", "bogus"], "--profiles: unknown profile 'bogus'; expected one of default, high-cardinality, sparse, multivariate"),
+    (["--profiles", "default,bogus"], "--profiles: unknown profile 'bogus'; expected one of default, high-cardinality, sparse, multivariate"),
+    (["--signals", "logs", "--profiles", "multivariate"], "--profiles: 'multivariate' applies to metrics only, not to --signals logs"),
+    (["--signals", "logs,metrics", "--profiles", "multivariate"], "--signals: none of --profiles multivariate applies to logs"),
+    (["--no-generator", "--no-samples"], "nothing to measure: --no-generator and --no-samples, and no input files"),
+])
+def test_bad_signals_and_profiles_are_refused_up_front(tmp_path: Path, argv: list[str], message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert _bench([*argv, "--out", str(out)], capsys) == (2, f"adaptive-arrow bench: {message}\n")
+    assert not out.exists()
+
+
 def test_missing_input_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["bench", str(tmp_path / "absent.pb"), "--no-generator", "--no-samples", "--out", str(tmp_path)])
-    assert code == 2
-    assert "input not found" in capsys.readouterr().out
+    absent = tmp_path / "absent.pb"
+    assert _bench([str(absent), *OFF, "--out", str(tmp_path / "o")], capsys) == (
+        2, f"adaptive-arrow bench: {absent}: no such file\n")
+
+
+def test_unusable_input_files_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty, otap = tmp_path / "empty.pb", tmp_path / "x.otap"
+    empty.write_bytes(b"")
+    otap.write_bytes(b"\x04\x00\x00\x00\x08\x01\x12\x00")
+    out = ["--out", str(tmp_path / "o")]
+    assert _bench([str(empty), *OFF, *out], capsys) == (2, f"adaptive-arrow bench: {empty}: the file is empty: no records to measure\n")
+    assert _bench([str(tmp_path), *OFF, *out], capsys) == (2, f"adaptive-arrow bench: {tmp_path}: not a regular file (a directory)\n")
+    code, err = _bench([str(otap), *OFF, *out], capsys)
+    assert (code, err) == (2, f"adaptive-arrow bench: {otap} (read as OTLP protobuf): "
+                              "not one Export{Logs,Trace,Metrics}ServiceRequest of a single signal\n")
+    assert not (tmp_path / "o").exists()
+
+
+def test_zipkin_and_otlp_json_inputs_are_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    zipkin, otlp_json = DATA / "zipkin" / "yelp.json", DATA / "otlp-examples" / "logs.json"
+    out = tmp_path / "out"
+    assert _bench([str(zipkin), str(otlp_json), *OFF, "--out", str(out)], capsys) == (0, "")
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert {(r["dataset"], r["signal"]) for r in rows} == {("file/yelp.json", "traces"), ("file/logs.json", "logs")}
+
+
+def test_out_is_checked_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    # with the generator on, measuring would take minutes: these return at once
+    assert _bench(["--out", str(a_file)], capsys) == (2, f"adaptive-arrow bench: --out {a_file}: exists and is not a directory\n")
+    assert _bench(["--out", str(a_file / "sub")], capsys) == (1, f"adaptive-arrow bench: cannot create --out {a_file / 'sub'}: Not a directory\n")

@@ -244,3 +244,10 @@ def test_pipeline_refuses_a_store_that_is_a_file(tmp_path: Path, capsys: pytest.
     code, _, err = _run(["pipeline", "--store", str(store), "--count", "10", "--signal", "logs"], capsys)
     assert (code, err) == (2, f"adaptive-arrow pipeline: --store {store}: not a directory (an existing file); name a store directory\n")
     assert store.read_bytes() == b"data"
+
+
+def test_generate_refuses_an_out_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "f"
+    out.write_text("x")
+    code, _, err = _run(["generate", "--signal", "logs", "--count", "3", "--out", str(out), "--quiet"], capsys)
+    assert (code, err) == (2, f"adaptive-arrow generate: --out {out}: exists and is not a directory\n")

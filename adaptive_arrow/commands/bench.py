@@ -1,27 +1,38 @@
 """`adaptive-arrow bench`: the compression benchmark (OTAP vs OTLP, each with and without zstd).
 
 The harness is benchmarks/compression.py; this module parses arguments, shows progress, prints the
-table and writes results.csv, results.json and one PNG plot per input into ``--out``.
+table and writes results.csv, results.json and one PNG plot per input into ``--out``. Every argument,
+input file and the --out directory is checked before anything is measured, so a long run never ends
+in a usage error: a bad value or unreadable input stops the command at once (exit 2, or 1 for I/O),
+naming it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .inputs import add_format_argument
+
 DEFAULT_OUT = Path("bench-out")
 
 
+NAME = "adaptive-arrow bench"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", type=Path, help="extra inputs: OTLP protobuf files (one Export*ServiceRequest each)")
+    parser.add_argument("files", nargs="*", type=Path,
+                        help="extra inputs, one export request each: OTLP protobuf, OTLP/JSON or Zipkin JSON")
+    add_format_argument(parser)
     parser.add_argument("--signals", default="logs,traces,metrics", help="generator signals (comma separated)")
     parser.add_argument("--profiles", default=None, help="generator profiles (comma separated; default: all)")
     parser.add_argument("--batch-sizes", default="10,100,500,1000,2000,4000,5000", help="root records per batch")
-    parser.add_argument("--max-records", type=int, default=50_000, help="generated records per run (default 50000)")
+    parser.add_argument("--max-records", type=int, default=50_000, help="generated records per run")
     parser.add_argument("--min-batches", type=int, default=10, help="at least this many batches per generated run")
     parser.add_argument("--max-batches", type=int, default=200, help="at most this many batches per generated run")
     parser.add_argument("--seed", type=int, default=1, help="generator seed")
@@ -30,11 +41,94 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
     parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
                         help="sort orders of the sorted runs: the transport defaults or the Rust reference orders")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default ./bench-out)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory, created if missing")
+
+
+class ArgumentError(Exception):
+    """A bad argument; the message names it and what would be valid."""
 
 
 def _list(text: str | None) -> list[str] | None:
     return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def generator_choice(signals_text: str, profiles_text: str | None) -> tuple[list[str], list[str] | None]:
+    """--signals and --profiles checked against the generator's real choices: every name must exist,
+    every profile given must apply to one of the signals and every signal get one of the profiles."""
+    from otap_model import Signal
+    from otap_model.generator import PROFILES
+
+    valid = [s.value for s in Signal]
+    signals = _list(signals_text) or []
+    if not signals:
+        raise ArgumentError(f"--signals: give at least one of {', '.join(valid)}")
+    for name in signals:
+        if name not in valid:
+            raise ArgumentError(f"--signals: unknown signal {name!r}; expected one of {', '.join(valid)}")
+    profiles = _list(profiles_text)
+    if profiles is None:
+        return signals, None
+    if not profiles:
+        raise ArgumentError(f"--profiles: give at least one of {', '.join(PROFILES)}")
+    applies = {}
+    for name in profiles:
+        if name not in PROFILES:
+            raise ArgumentError(f"--profiles: unknown profile {name!r}; expected one of {', '.join(PROFILES)}")
+        applies[name] = {s.value for s in PROFILES[name].signals}
+    for name, own in applies.items():
+        if not own & set(signals):
+            raise ArgumentError(f"--profiles: {name!r} applies to {', '.join(sorted(own))} only, "
+                                f"not to --signals {','.join(signals)}")
+    for signal in signals:
+        if not any(signal in own for own in applies.values()):
+            raise ArgumentError(f"--signals: none of --profiles {','.join(profiles)} applies to {signal}")
+    return signals, profiles
+
+
+def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
+    """Each input file as a benchmark dataset; ArgumentError naming a file that is missing, not a
+    file, not telemetry, or without records (checked before anything is measured)."""
+    from benchmarks import compression as c
+    from otap_model import to_otlp
+    from otap_model.otlp.decode import REQUEST_TYPES
+
+    from .inputs import InputError, check_files, to_bundle
+
+    try:
+        check_files(paths)
+        out = []
+        for path in paths:
+            data = path.read_bytes()
+            if not data.strip():
+                raise InputError(f"{path}: the file is empty: no records to measure")
+            fmt, bundle = to_bundle(path, data, input_format, None)
+            # protobuf files are measured as they are; JSON inputs as the protobuf request they convert to
+            request = REQUEST_TYPES[bundle.signal].FromString(data) if fmt == "otlp-proto" else to_otlp(bundle)
+            dataset = c.file_dataset(f"file/{path.name}", request)
+            if not dataset.whole:
+                raise InputError(f"{path}: the request holds no records: nothing to measure")
+            out.append(dataset)
+    except InputError as exc:
+        raise ArgumentError(str(exc)) from None
+    return out
+
+
+def prepare_out(out: Path) -> tuple[str, int] | None:
+    """Create --out before any measuring; why it cannot be written to and the exit status, or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: exists and is not a directory", 2
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create --out {out}: {exc.strerror}", 1
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out}: directory not writable", 1
+    return None
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"{NAME}: {message}", file=sys.stderr)
+    return status
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,17 +136,18 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from benchmarks import compression as c
+    from otap_model.errors import OtapModelError
+
+    from ..errors import AdaptiveArrowError
 
     console = Console(width=max(Console().width, 150))
     level = c.ZSTD_LEVEL if args.zstd_level is None else args.zstd_level
     try:
         batch_sizes = [int(b) for b in _list(args.batch_sizes) or []]
     except ValueError:
-        console.print(f"[red]--batch-sizes: expected integers, got {args.batch_sizes!r}[/red]")
-        return 2
+        return _fail(f"--batch-sizes: expected integers, got {args.batch_sizes!r}", 2)
     if not batch_sizes or min(batch_sizes) < 1:
-        console.print("[red]--batch-sizes: give at least one size >= 1[/red]")
-        return 2
+        return _fail("--batch-sizes: give at least one size >= 1", 2)
 
     orders = None
     if args.sort_orders == "reference":
@@ -64,15 +159,26 @@ def run(args: argparse.Namespace) -> int:
         return max(args.min_batches, min(args.max_batches, args.max_records // bs))
 
     try:
-        datasets: list[Any] = []
+        signals, profiles = generator_choice(args.signals, args.profiles)
+        datasets: list[Any] = file_datasets(args.files, args.input_format)
+    except ArgumentError as exc:
+        return _fail(str(exc), 2)
+    except OSError as exc:
+        return _fail(f"{exc.filename}: cannot read: {exc.strerror}", 1)
+    if args.no_generator and args.no_samples and not datasets:
+        return _fail("nothing to measure: --no-generator and --no-samples, and no input files", 2)
+    problem = prepare_out(args.out)
+    if problem is not None:
+        return _fail(*problem)
+
+    dataset, bs = None, 0
+    try:
+        before: list[Any] = []
         if not args.no_generator:
-            datasets += c.generator_datasets(_list(args.signals) or [], _list(args.profiles), batches_per_run, args.seed)
+            before += c.generator_datasets(signals, profiles, batches_per_run, args.seed)
         if not args.no_samples:
-            datasets += c.zipkin_datasets() + c.otlp_example_datasets()
-        datasets += [c.protobuf_file_dataset(p) for p in args.files]
-        if not datasets:
-            console.print("[red]nothing to measure: every input was switched off[/red]")
-            return 2
+            before += c.zipkin_datasets() + c.otlp_example_datasets()
+        datasets = before + datasets
         steps = sum(len(c.batch_sizes_for(d, batch_sizes)) for d in datasets)
         results = []
         started = time.perf_counter()
@@ -85,13 +191,11 @@ def run(args: argparse.Namespace) -> int:
                     results.extend(c.measure(dataset, bs, level, orders))
                     progress.advance(task)
     except c.MissingComponent as exc:
-        console.print(f"[red]{exc}[/red]")
-        return 2
-    except FileNotFoundError as exc:
-        console.print(f"[red]input not found: {exc.filename}[/red]")
-        return 2
+        return _fail(str(exc), 2)
+    except (AdaptiveArrowError, OtapModelError) as exc:
+        where = f"{dataset.name} @ batch size {bs}" if dataset is not None else "samples"
+        return _fail(f"{where}: {exc}", 2)
 
-    args.out.mkdir(parents=True, exist_ok=True)
     meta = {
         "zstd_level": level,
         "batch_sizes": batch_sizes,
@@ -101,10 +205,13 @@ def run(args: argparse.Namespace) -> int:
         "python": platform.python_version(),
         "seconds": round(time.perf_counter() - started, 1),
     }
-    c.write_csv(results, args.out / "results.csv")
-    c.write_json(results, args.out / "results.json", meta)
-    plots = c.plot(results, args.out)
     console.print(summary_table(results, level))
+    try:
+        c.write_csv(results, args.out / "results.csv")
+        c.write_json(results, args.out / "results.json", meta)
+        plots = c.plot(results, args.out)
+    except OSError as exc:
+        return _fail(f"{exc.filename or args.out}: cannot write: {exc.strerror or exc}", 1)
     console.print(f"wrote {args.out / 'results.csv'}, {args.out / 'results.json'} and {len(plots)} plots to {args.out}")
     return 0
 

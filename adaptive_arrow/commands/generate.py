@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"adaptive-arrow generate: {exc}", file=sys.stderr)
         return 2
     out: Path = args.out
+    if out.exists() and not out.is_dir():
+        print(f"adaptive-arrow generate: --out {out}: exists and is not a directory", file=sys.stderr)
+        return 2
     old = earlier_run(out)
     if old and not args.overwrite:
         print(f"adaptive-arrow generate: --out {out} already holds {len(old)} file(s) of an earlier run "
