@@ -123,6 +123,10 @@ def test_decode_failure_names_file_once_and_message_from_one(tmp_path: Path, cap
 def test_decode_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(["decode", str(tmp_path / "no.otap"), "--out", str(tmp_path / "d")], capsys)
     assert (code, err) == (2, f"adaptive-arrow decode: {tmp_path / 'no.otap'}: no such file\n")
+    envelope = tmp_path / "x.otap"
+    envelope.write_bytes(b"")
+    code, _, err = _run(["decode", str(envelope), "--out", str(envelope)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow decode: --out {envelope}: exists and is not a directory\n")
 
 
 @pytest.mark.parametrize(("name", "signal", "fmt"), [("logs.json", "logs", "auto"), ("trace.json", "traces", "otlp-json"),

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-generator", action="store_true", help="skip the generator profiles")
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
     parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
-                        help="sort orders of the sorted runs: the transport defaults or the Rust reference orders")
+                        help="sort orders of the sorted runs: the transport's own or the Rust reference orders")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory, created if missing")
 
 

@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
         what = "no such file" if not args.input.exists() else "not a regular file"
         print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
         return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(f"{NAME}: --out {args.out}: exists and is not a directory", file=sys.stderr)
+        return 2
     decoder = Decoder()
     number = 0  # 1-based number of the message being decoded
     try:
