@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import blake3
 import pyarrow as pa
 
+from .errors import BundleError
+
 MAX_SLOTS = 64
 
 
@@ -31,19 +33,38 @@ class RecordBundle:
     _fingerprints: dict[int, bytes] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.slots, Mapping):
+            raise BundleError(
+                f"RecordBundle slots must be a mapping of slot id -> pyarrow.RecordBatch, got {type(self.slots).__name__}"
+            )
         slots: dict[int, pa.RecordBatch] = {}
-        for slot, batch in sorted(self.slots.items()):
-            if not isinstance(slot, int) or not 0 <= slot < MAX_SLOTS:
-                raise ValueError(f"slot id {slot!r} is out of range: slot ids are integers in [0, {MAX_SLOTS})")
+        for slot, batch in self.slots.items():
+            if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < MAX_SLOTS:
+                raise BundleError(
+                    f"RecordBundle: slot id {slot!r} is out of range: slot ids are integers in [0, {MAX_SLOTS})"
+                )
             if not isinstance(batch, pa.RecordBatch):
-                raise TypeError(f"slot {slot}: expected pyarrow.RecordBatch, got {type(batch).__name__}")
+                raise BundleError(
+                    f"RecordBundle: slot {slot}: expected a pyarrow.RecordBatch, got {type(batch).__name__}"
+                )
             slots[int(slot)] = batch
+        slots = dict(sorted(slots.items()))
+        if self.fingerprints is not None and not isinstance(self.fingerprints, Mapping):
+            raise BundleError(
+                f"RecordBundle fingerprints must be a mapping of slot id -> 32 bytes, got {type(self.fingerprints).__name__}"
+            )
         given = dict(self.fingerprints or {})
         for slot, fp in given.items():
             if slot not in slots:
-                raise ValueError(f"fingerprint given for slot {slot}, which has no batch")
-            if len(fp) != 32:
-                raise ValueError(f"slot {slot}: schema fingerprint must be 32 bytes, got {len(fp)}")
+                raise BundleError(f"RecordBundle: fingerprint given for slot {slot!r}, which has no batch")
+            if not isinstance(fp, bytes | bytearray | memoryview) or len(fp) != 32:
+                got = f"{len(fp)} bytes" if isinstance(fp, bytes | bytearray | memoryview) else type(fp).__name__
+                raise BundleError(f"RecordBundle: slot {slot}: schema fingerprint must be 32 bytes, got {got}")
+        ts = self.ingestion_time_ns
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not -(1 << 63) <= ts < 1 << 63):
+            raise BundleError(
+                f"RecordBundle: ingestion_time_ns must be an int64 of nanoseconds since the epoch, got {ts!r}"
+            )
         self.slots = slots
         self._fingerprints = {s: bytes(given[s]) if s in given else default_fingerprint(b.schema) for s, b in slots.items()}
         self.fingerprints = self._fingerprints
@@ -51,7 +72,13 @@ class RecordBundle:
             self.ingestion_time_ns = time.time_ns()
 
     def fingerprint(self, slot: int) -> bytes:
-        return self._fingerprints[slot]
+        try:
+            return self._fingerprints[slot]
+        except KeyError:
+            raise BundleError(
+                f"RecordBundle: slot {slot!r} has no fingerprint: slots were added after the bundle was built "
+                "(build a new RecordBundle instead)"
+            ) from None
 
     @property
     def slot_bitmap(self) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 from . import seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
-from .errors import QuiverError, StoreClosedError, StoreFullError
+from .errors import NotAStoreError, QuiverError, StoreClosedError, StoreFullError
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
 from .segment.accumulator import OpenSegment
@@ -126,6 +126,27 @@ def newest_covered_sequence(fs: FileSystem, segments_dir: str, info_of: Callable
     return -1
 
 
+def _check_store_path(fs: FileSystem, path: str, wal_dir: str, segments_dir: str) -> None:
+    """Refuse, before anything is created, a store path that is a file or holds a file where the
+    store keeps a directory, and a path inside another store's wal/ or segments/ (a likely slip for
+    the store itself, which would otherwise leave a second store nested in the first)."""
+    norm = os.path.normpath(path)
+    name, parent = os.path.basename(norm), os.path.dirname(norm) or "."
+    if name in ("wal", "segments") and all(fs.exists(os.path.join(parent, n)) for n in (LOCK_NAME, "wal", "segments")):
+        raise NotAStoreError(f"{path} is the {name}/ directory of the store {parent}, not a store: open {parent}")
+    for d in (path, wal_dir, segments_dir):
+        if not fs.exists(d):
+            continue
+        try:
+            fs.listdir(d)
+        except NotADirectoryError:
+            if d == path:
+                raise NotAStoreError(f"store path {path} is a file, not a store directory: pass a directory "
+                                     "(QuiverStore.open creates it when missing)") from None
+            raise NotAStoreError(f"{d} is a file where a store keeps its {os.path.basename(d)}/ directory: "
+                                 f"{path} is not a Quiver store") from None
+
+
 def core_path(root: str, core: int) -> str:
     """Directory of core `core`'s store under a shared root."""
     return os.path.join(root, f"core_{core}")
@@ -186,8 +207,12 @@ class QuiverStore:
                     "segment_bytes_written", "finalize_errors", "wal_entries_covered", "sidecar_fallbacks", "direct_bundles"):
             self.stats_counters[key] = 0
         self.corruption_reports: list[dict[str, Any]] = []
+        _check_store_path(fs, path, self.wal_dir, self.segments_dir)
         for d in (path, self.wal_dir, self.segments_dir):
-            fs.makedirs(d)
+            try:
+                fs.makedirs(d)
+            except NotADirectoryError:
+                raise NotAStoreError(f"store path {path} lies below a file, not a directory") from None
         self._acquire_lock()
         try:
             self._recover()

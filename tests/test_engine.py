@@ -405,3 +405,66 @@ def test_close_reports_a_finalizer_that_keeps_failing_instead_of_hanging(tmp_pat
         pass
     with QuiverStore.open(tmp_path, config) as store:
         assert values(store) == list(range(6))
+
+
+# -- store paths that are not a store directory; malformed bundles ---------------------------------
+def tree(root) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))}
+
+
+def test_open_refuses_a_regular_file_and_paths_inside_a_store(tmp_path):
+    from quiver_store.errors import NotAStoreError
+
+    (tmp_path / "logs.pb").write_bytes(b"\x0a\x00")
+    with QuiverStore.open(tmp_path / "store", QUIET) as store:
+        store.ingest(simple(1))
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "segments").write_text("x")
+    before = tree(tmp_path)
+    cases = [
+        (tmp_path / "logs.pb", f"store path {tmp_path / 'logs.pb'} is a file, not a store directory"),
+        (tmp_path / "logs.pb" / "s", f"store path {tmp_path / 'logs.pb' / 's'} lies below a file"),
+        (tmp_path / "odd", f"{tmp_path / 'odd' / 'segments'} is a file where a store keeps its segments/ directory"),
+        (tmp_path / "store" / "segments", f"is the segments/ directory of the store {tmp_path / 'store'}, not a store"),
+        (tmp_path / "store" / "wal", f"is the wal/ directory of the store {tmp_path / 'store'}, not a store"),
+    ]
+    for path, message in cases:
+        with pytest.raises(NotAStoreError, match=message.replace(".", r"\.")) as info:
+            QuiverStore.open(path, QUIET)
+        assert isinstance(info.value, ConfigError) and isinstance(info.value, QuiverError)
+    assert tree(tmp_path) == before  # nothing created, nothing changed
+    with QuiverStore.open(tmp_path / "store", QUIET) as store:
+        assert values(store) == [1]
+
+
+def test_malformed_record_bundles_raise_bundle_error(tmp_path):
+    from quiver_store.errors import BundleError
+
+    b = pa.record_batch({"i": pa.array([1], pa.int64())})
+    cases = [
+        (lambda: RecordBundle({64: b}), r"slot id 64 is out of range: slot ids are integers in \[0, 64\)"),
+        (lambda: RecordBundle({-1: b}), r"slot id -1 is out of range"),
+        (lambda: RecordBundle({True: b}), r"slot id True is out of range"),
+        (lambda: RecordBundle({"logs": b}), r"slot id 'logs' is out of range"),
+        (lambda: RecordBundle({0: b.to_pydict()}), r"slot 0: expected a pyarrow\.RecordBatch, got dict"),
+        (lambda: RecordBundle({0: pa.Table.from_batches([b])}), r"slot 0: expected a pyarrow\.RecordBatch, got Table"),
+        (lambda: RecordBundle([b]), r"slots must be a mapping of slot id -> pyarrow\.RecordBatch, got list"),
+        (lambda: RecordBundle({0: b}, {1: bytes(32)}), r"fingerprint given for slot 1, which has no batch"),
+        (lambda: RecordBundle({0: b}, {0: b"short"}), r"slot 0: schema fingerprint must be 32 bytes, got 5 bytes"),
+        (lambda: RecordBundle({0: b}, {0: 7}), r"slot 0: schema fingerprint must be 32 bytes, got int"),
+        (lambda: RecordBundle({0: b}, ingestion_time_ns=1.5), r"ingestion_time_ns must be an int64.*got 1\.5"),
+        (lambda: RecordBundle({0: b}, ingestion_time_ns=1 << 63), r"ingestion_time_ns must be an int64"),
+    ]
+    for make, message in cases:
+        with pytest.raises(BundleError, match=message) as info:
+            make()
+        assert isinstance(info.value, QuiverError) and isinstance(info.value, ValueError)  # callers catching ValueError
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(simple(0))
+        grown = simple(1)
+        grown.slots[64] = b  # type: ignore[index]  # changed after it was built
+        with pytest.raises(BundleError, match=r"slot 64 has no fingerprint: slots were added after the bundle was built"):
+            store.ingest(grown)
+        store.ingest(simple(2))
+        store.flush()
+        assert values(store) == [0, 2]

@@ -283,7 +283,7 @@ def test_inspect_lists_what_is_resolved_past_the_mark(tmp_path, capsys):
             store.flush()
         sub = store.subscribe("exp")
         got = [sub.next(timeout=5) for _ in range(12)]
-        for d in got[4:8] + [got[9], got[11]]:  # all of segment 1, bundles 1 and 3 of segment 2
+        for d in [*got[4:8], got[9], got[11]]:  # all of segment 1, bundles 1 and 3 of segment 2
             d.ack()
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
