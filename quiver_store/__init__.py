@@ -10,8 +10,10 @@ from .config import (
 )
 from .engine import BundleReceipt, QuiverStore, core_path, open_cores
 from .errors import (
+    BundleError,
     ConfigError,
     CorruptionError,
+    NotAStoreError,
     QuiverError,
     StoreClosedError,
     StoreFullError,
@@ -24,12 +26,14 @@ from .subscriber.subscription import Delivery, Subscription
 
 __all__ = [
     "DEFAULT_LAYOUT",
+    "BundleError",
     "BundleReceipt",
     "ConfigError",
     "CorruptionError",
     "Delivery",
     "IngestQueue",
     "Layout",
+    "NotAStoreError",
     "QuiverError",
     "QuiverStore",
     "RecordBundle",

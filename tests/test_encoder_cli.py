@@ -116,7 +116,7 @@ def test_decode_failure_names_file_once_and_message_from_one(tmp_path: Path, cap
     assert err.startswith(f"adaptive-arrow decode: {bad}: message 2: ")
     assert err.count(str(bad)) == 1
     bad.write_bytes(b"\x00\x00")
-    code, _, err = _run(["decode", str(bad), "--out", str(tmp_path / "d")], capsys)
+    code, _, err = _run(["decode", str(bad), "--out", str(tmp_path / "d2")], capsys)
     assert (code, err) == (2, f"adaptive-arrow decode: {bad}: message 1: truncated length prefix at offset 0 (2 of 4 bytes)\n")
 
 
@@ -255,3 +255,18 @@ def test_generate_refuses_an_out_that_is_a_file(tmp_path: Path, capsys: pytest.C
     out.write_text("x")
     code, _, err = _run(["generate", "--signal", "logs", "--count", "3", "--out", str(out), "--quiet"], capsys)
     assert (code, err) == (2, f"adaptive-arrow generate: --out {out}: exists and is not a directory\n")
+
+
+def test_decode_refuses_a_directory_of_an_earlier_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = _requests(tmp_path, "logs.json", 3)
+    three, one = tmp_path / "three.otap", tmp_path / "one.otap"
+    assert _run(["encode", "--signal", "logs", *map(str, inputs), "--out", str(three), "--quiet"], capsys)[0] == 0
+    assert _run(["encode", "--signal", "logs", str(inputs[0]), "--out", str(one), "--quiet"], capsys)[0] == 0
+    out = tmp_path / "d"
+    assert _run(["decode", str(three), "--out", str(out)], capsys)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    code, _, err = _run(["decode", str(one), "--out", str(out)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow decode: --out {out} already holds 3 file(s) of an earlier run "
+                              "(000000.pb ...); pass --overwrite to delete them first, or choose another directory\n")
+    assert _run(["decode", str(one), "--out", str(out), "--overwrite"], capsys)[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["000000.pb", "notes.txt"]

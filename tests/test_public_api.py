@@ -43,8 +43,11 @@ def test_quiver_store_names():
     for name in ("RecordBundle", "QuiverStore", "StoreConfig", "SegmentConfig", "WalConfig", "RetentionConfig",
                  "CorruptionError", "StoreFullError", "ConfigError", "QuiverError"):
         assert hasattr(quiver_store, name), name
-    for error in (quiver_store.CorruptionError, quiver_store.StoreFullError, quiver_store.ConfigError):
+    for error in (quiver_store.CorruptionError, quiver_store.StoreFullError, quiver_store.ConfigError,
+                  quiver_store.NotAStoreError, quiver_store.BundleError):
         assert issubclass(error, quiver_store.QuiverError)
+    assert issubclass(quiver_store.NotAStoreError, quiver_store.ConfigError)
+    assert issubclass(quiver_store.BundleError, ValueError)  # callers that caught the ValueError of old
     config = quiver_store.StoreConfig(
         segment=quiver_store.SegmentConfig(target_size=1 << 20, max_open_duration=1.0, max_stream_count=8),
         wal=quiver_store.WalConfig(max_size=1 << 30, max_chunks=4, flush_interval=0.0, durability="fsync"),

@@ -3,20 +3,28 @@
 The signal comes from the messages themselves. An envelope without payloads (what `encode` makes
 of an empty request) decodes to the empty request, whose protobuf bytes are the same for every
 signal, so a file of empty requests, or one that starts with them, needs no signal either.
+A directory holding ``<index>.pb`` files of an earlier decode is refused unless --overwrite, which
+deletes those files first and nothing else (commands/outputs.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
+from . import outputs
+
 NAME = "adaptive-arrow decode"
+RUN_FILE = re.compile(r"\d{6}\.pb")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", type=Path, help="OTAP envelope file written by `adaptive-arrow encode`")
     parser.add_argument("--out", required=True, type=Path, help="directory for the OTLP .pb files (created if missing)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the <index>.pb files of an earlier decode in --out first")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,13 +40,12 @@ def run(args: argparse.Namespace) -> int:
         what = "no such file" if not args.input.exists() else "not a regular file"
         print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
         return 2
-    if args.out.exists() and not args.out.is_dir():
-        print(f"{NAME}: --out {args.out}: exists and is not a directory", file=sys.stderr)
-        return 2
+    refused = outputs.prepare(NAME, args.out, RUN_FILE, args.overwrite)
+    if refused is not None:
+        return refused
     decoder = Decoder()
     number = 0  # 1-based number of the message being decoded
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
         with args.input.open("rb") as source:
             messages = read_envelopes(source, str(args.input))
             while True:

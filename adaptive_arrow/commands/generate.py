@@ -24,6 +24,8 @@ from rich.progress import (
 
 from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 
+from . import outputs
+
 LAYOUT = """output layout:
   DIR/<signal>-<index:06d>.pb   one file per batch, index from 000000 in generation order;
                                 each file is one serialized Export{Logs,Trace,Metrics}ServiceRequest
@@ -54,13 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 RUN_FILE = re.compile(r"(logs|traces|metrics)-\d{6}\.pb")
 
 
-def earlier_run(out: Path) -> list[Path]:
-    """The files in `out` that generate writes (any signal), sorted."""
-    if not out.is_dir():
-        return []
-    return sorted(p for p in out.iterdir() if RUN_FILE.fullmatch(p.name) and p.is_file())
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         requests = generate_otlp(args.signal, args.count, batch_size=args.batch_size, seed=args.seed,
@@ -69,26 +64,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"adaptive-arrow generate: {exc}", file=sys.stderr)
         return 2
     out: Path = args.out
-    if out.exists() and not out.is_dir():
-        print(f"adaptive-arrow generate: --out {out}: exists and is not a directory", file=sys.stderr)
-        return 2
-    old = earlier_run(out)
-    if old and not args.overwrite:
-        print(f"adaptive-arrow generate: --out {out} already holds {len(old)} file(s) of an earlier run "
-              f"({old[0].name} ...); pass --overwrite to delete them first, or choose another directory",
-              file=sys.stderr)
-        return 2
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"adaptive-arrow generate: cannot create --out {out}: {exc.strerror}", file=sys.stderr)
-        return 1
-    for path in old:
-        try:
-            path.unlink()
-        except OSError as exc:
-            print(f"adaptive-arrow generate: cannot delete {path} (--overwrite): {exc.strerror}", file=sys.stderr)
-            return 1
+    refused = outputs.prepare("adaptive-arrow generate", out, RUN_FILE, args.overwrite)
+    if refused is not None:
+        return refused
     batches = math.ceil(args.count / args.batch_size)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
