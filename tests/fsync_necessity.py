@@ -28,27 +28,39 @@ def sweep_fails(root: Path, skip_sync_site: str, seeds: int = 2, config: StoreCo
     point with `seeds` random fates, and once with every unsynced file reordered (odd pages landed,
     even ones not: the state that needs a header synced before the first entry)."""
     for seed in range(seeds):
-        counting = PowerLossFS(str(root / f"count-{seed}"))
-        run_subscribed_workload(str(root / f"count-{seed}"), counting, config)
+        counting = PowerLossFS(str(root / "count"))
+        run_subscribed_workload(str(root / "count"), counting, config)
+        shutil.rmtree(root / "count")  # the next count must start from an empty directory too
         for crash_at in range(counting.ops + 1):
             live = root / f"m-live-{crash_at}"
-            fs = PowerLossFS(str(live), crash_at=crash_at, skip_sync_site=skip_sync_site)
-            ingested, acked, attempted = run_subscribed_workload(str(live), fs, config)
-            for reordered in (False, True) if seed == 0 else (False,):
-                image = root / f"m-image-{crash_at}-{reordered}"
-                fs.durable_image(str(image), random.Random(seed * 1000 + crash_at), reordered=reordered)
-                try:
-                    got, redelivered = reopened(image, config)
-                except Exception as exc:  # a store that no longer opens is a failure the sweep found
-                    return f"crash at op {crash_at}: {exc!r}"
-                finally:
-                    shutil.rmtree(image, ignore_errors=True)
-                lost = set(ingested) - set(got) - set(acked) - set(attempted)  # acked segments may be deleted
-                if lost:
-                    return f"crash at op {crash_at}: acknowledged {sorted(lost)} lost"
-                if set(acked) & set(redelivered) or set(ingested) - set(acked) - set(attempted) - set(redelivered):
-                    return f"crash at op {crash_at}: acked {acked}, redelivered {redelivered}"
-            shutil.rmtree(live, ignore_errors=True)
+            try:
+                failure = _reboots_fail(live, crash_at, seed, skip_sync_site, config)
+            finally:
+                shutil.rmtree(live, ignore_errors=True)  # a leftover would pass for a store that survived
+            if failure:
+                return f"crash at op {crash_at}: {failure}"
+    return None
+
+
+def _reboots_fail(live: Path, crash_at: int, seed: int, skip_sync_site: str, config: StoreConfig) -> str | None:
+    """Run the workload into `live` until the crash; reboot its images (random fates, and reordered
+    for the first seed) and say what the first one that breaks a promise got wrong."""
+    fs = PowerLossFS(str(live), crash_at=crash_at, skip_sync_site=skip_sync_site)
+    ingested, acked, attempted = run_subscribed_workload(str(live), fs, config)
+    for reordered in (False, True) if seed == 0 else (False,):
+        image = live.with_name(f"{live.name}-image-{reordered}")
+        fs.durable_image(str(image), random.Random(seed * 1000 + crash_at), reordered=reordered)
+        try:
+            got, redelivered = reopened(image, config)
+        except Exception as exc:  # a store that no longer opens is a failure the sweep found
+            return repr(exc)
+        finally:
+            shutil.rmtree(image, ignore_errors=True)
+        lost = set(ingested) - set(got) - set(acked) - set(attempted)  # acked segments may be deleted
+        if lost:
+            return f"acknowledged {sorted(lost)} lost"
+        if set(acked) & set(redelivered) or set(ingested) - set(acked) - set(attempted) - set(redelivered):
+            return f"acked {acked}, redelivered {redelivered}"
     return None
 
 
