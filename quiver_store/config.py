@@ -6,6 +6,7 @@ on-disk layout (that is the adapter's layout contract, hashed into the WAL heade
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,13 +20,22 @@ RecoveryMode = Literal["point_in_time", "skip_corrupt", "strict"]
 SizeCapPolicy = Literal["backpressure", "drop_oldest"]
 
 
-def _positive(name: str, value: float | int | None, *, allow_none: bool = False, allow_zero: bool = False) -> None:
+def _positive(
+    name: str, value: float | int | None, *, allow_none: bool = False, allow_zero: bool = False, integer: bool = False
+) -> None:
+    """Check a size, count (`integer`) or duration: a finite number (bool is not one), above zero
+    unless `allow_zero`; None only with `allow_none` (no limit)."""
     if value is None:
         if allow_none:
             return
         raise ConfigError(f"{name} must be set")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name} must be a number, got {value!r}")
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number (an int), got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        unset = " (None means no limit)" if allow_none else ""
+        raise ConfigError(f"{name} must be a finite number{unset}, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
@@ -45,10 +55,10 @@ class SegmentConfig:
     max_dictionary_size: int = 65_535  # unified dictionary entries per column before a stream rotates
 
     def __post_init__(self) -> None:
-        _positive("segment.target_size", self.target_size)
+        _positive("segment.target_size", self.target_size, integer=True)
         _positive("segment.max_open_duration", self.max_open_duration)
-        _positive("segment.max_stream_count", self.max_stream_count)
-        _positive("segment.max_dictionary_size", self.max_dictionary_size)
+        _positive("segment.max_stream_count", self.max_stream_count, integer=True)
+        _positive("segment.max_dictionary_size", self.max_dictionary_size, integer=True)
 
 
 @dataclass(frozen=True)
@@ -66,9 +76,9 @@ class WalConfig:
     # (fsync only; None: max(segment.target_size // 8, 1 MiB), 4 MiB by default; 0: never)
 
     def __post_init__(self) -> None:
-        _positive("wal.max_size", self.max_size)
-        _positive("wal.max_chunks", self.max_chunks)
-        _positive("wal.rotation_size", self.rotation_size)
+        _positive("wal.max_size", self.max_size, integer=True)
+        _positive("wal.max_chunks", self.max_chunks, integer=True)
+        _positive("wal.rotation_size", self.rotation_size, integer=True)
         _positive("wal.flush_interval", self.flush_interval, allow_zero=True)
         _choice("wal.durability", self.durability, ("fsync", "os", "none"))
         _choice("wal.recovery", self.recovery, ("point_in_time", "skip_corrupt", "strict"))
@@ -100,10 +110,10 @@ class RetentionConfig:
 
     def __post_init__(self) -> None:
         _positive("retention.max_age", self.max_age, allow_none=True)
-        _positive("retention.size_cap", self.size_cap, allow_none=True)
+        _positive("retention.size_cap", self.size_cap, allow_none=True, integer=True)
         _choice("retention.size_cap_policy", self.size_cap_policy, ("backpressure", "drop_oldest"))
         _positive("retention.backpressure_timeout", self.backpressure_timeout, allow_zero=True)
-        _positive("retention.steady_state_headroom", self.steady_state_headroom, allow_zero=True)
+        _positive("retention.steady_state_headroom", self.steady_state_headroom, allow_zero=True, integer=True)
         _positive("retention.maintenance_interval", self.maintenance_interval)
 
 
@@ -123,8 +133,18 @@ class SubscriberConfig:
         _positive("subscribers.nack_backoff_max", self.nack_backoff_max, allow_zero=True)
         _positive("subscribers.nack_backoff_multiplier", self.nack_backoff_multiplier)
         _positive("subscribers.orphan_timeout", self.orphan_timeout, allow_none=True)
-        _positive("subscribers.ack_log_checkpoint_interval", self.ack_log_checkpoint_interval)
-        _positive("subscribers.ack_log_rotation_size", self.ack_log_rotation_size)
+        _positive("subscribers.ack_log_checkpoint_interval", self.ack_log_checkpoint_interval, integer=True)
+        _positive("subscribers.ack_log_rotation_size", self.ack_log_rotation_size, integer=True)
+        if self.nack_backoff_multiplier < 1:
+            raise ConfigError(
+                f"subscribers.nack_backoff_multiplier must be >= 1 (each redelivery waits at least as long as "
+                f"the one before), got {self.nack_backoff_multiplier!r}"
+            )
+        if self.nack_backoff_max < self.nack_backoff_initial:
+            raise ConfigError(
+                f"subscribers.nack_backoff_max ({self.nack_backoff_max!r}) must not be below "
+                f"subscribers.nack_backoff_initial ({self.nack_backoff_initial!r})"
+            )
 
 
 @dataclass(frozen=True)
@@ -138,7 +158,7 @@ class StoreConfig:
     cores: int = 1  # stores sharing one root (core_<n>/); the size cap is divided among them
 
     def __post_init__(self) -> None:
-        _positive("cores", self.cores)
+        _positive("cores", self.cores, integer=True)
         for name, kind in (
             ("segment", SegmentConfig),
             ("wal", WalConfig),

@@ -31,7 +31,7 @@ from typing import Any
 from . import seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
-from .errors import NotAStoreError, QuiverError, StoreClosedError, StoreFullError
+from .errors import ConfigError, NotAStoreError, QuiverError, StoreClosedError, StoreFullError
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
 from .segment.accumulator import OpenSegment
@@ -147,6 +147,21 @@ def _check_store_path(fs: FileSystem, path: str, wal_dir: str, segments_dir: str
                                  f"{path} is not a Quiver store") from None
 
 
+def _store_path(path: object) -> str:
+    """The store directory as a str, or NotAStoreError naming what was passed instead."""
+    try:
+        name = os.fsdecode(path)  # type: ignore[arg-type]
+    except TypeError:
+        raise NotAStoreError(
+            f"store path must be a str, bytes or os.PathLike naming a directory, got {type(path).__name__} {path!r}"
+        ) from None
+    if not name:
+        raise NotAStoreError("store path is empty: pass the store's directory (QuiverStore.open creates it when missing)")
+    if "\0" in name:
+        raise NotAStoreError(f"store path {name!r} contains a NUL character")
+    return name
+
+
 def core_path(root: str, core: int) -> str:
     """Directory of core `core`'s store under a shared root."""
     return os.path.join(root, f"core_{core}")
@@ -181,15 +196,18 @@ class QuiverStore:
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], config: StoreConfig | None = None, *, layout: Layout | None = None, fs: FileSystem | None = None
+        cls, path: str | bytes | os.PathLike[str] | os.PathLike[bytes], config: StoreConfig | None = None, *,
+        layout: Layout | None = None, fs: FileSystem | None = None
     ) -> QuiverStore:
-        """Open (creating if needed) the store at `path`, replaying its WAL. Context manager."""
+        """Open (creating if needed) the store at `path` (str, bytes or os.PathLike), replaying its WAL.
+        Context manager."""
+        path = _store_path(path)
         if config is not None and not isinstance(config, StoreConfig):
-            raise QuiverError(f"config must be a StoreConfig, got {type(config).__name__}")
+            raise ConfigError(f"config must be a StoreConfig, got {type(config).__name__}")
         if layout is not None and not isinstance(layout, Layout):
-            raise QuiverError(f"layout must be a quiver_store.Layout, got {type(layout).__name__}")
+            raise ConfigError(f"layout must be a quiver_store.Layout, got {type(layout).__name__}")
         store = cls.__new__(cls)
-        store._init(os.fspath(path), config or StoreConfig(), layout or DEFAULT_LAYOUT, fs or DEFAULT_FS)
+        store._init(path, config or StoreConfig(), layout or DEFAULT_LAYOUT, fs or DEFAULT_FS)
         return store
 
     def _init(self, path: str, config: StoreConfig, layout: Layout, fs: FileSystem) -> None:
@@ -380,7 +398,10 @@ class QuiverStore:
         if not isinstance(bundle, RecordBundle):
             raise QuiverError(f"ingest expects a quiver_store.RecordBundle, got {type(bundle).__name__}")
         if not bundle.slots:
-            raise QuiverError("cannot ingest a bundle without any slot")
+            raise QuiverError(
+                "cannot ingest a bundle without any slot: it holds no data to store. Skip empty input before "
+                "ingest (adaptive_arrow's encode_records gives such a bundle for an OTLP request without records)"
+            )
         self.layout.check_slots(bundle.slots)
         checked, epoch = self._encoder.check(bundle)  # schema vs fingerprint, before anything is logged
         if self._halted is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..bundle import RecordBundle
-from ..errors import QuiverError, StoreClosedError
+from ..errors import ConfigError, QuiverError, StoreClosedError
 from .state import Outcome
 
 if TYPE_CHECKING:
@@ -83,9 +84,10 @@ class Subscription:
     def next(self, timeout: float | None = None) -> Delivery | None:
         """The next eligible bundle; blocks up to `timeout` seconds (None: until one arrives).
 
-        Returns None on timeout; raises StoreClosedError once the store is closed.
+        Returns None on timeout; raises StoreClosedError once the store is closed, ConfigError for
+        a timeout that is not None or a number of seconds >= 0 (infinity waits like None).
         """
-        return self._registry.next_delivery(self.name, timeout)
+        return self._registry.next_delivery(self.name, _wait_seconds(timeout))
 
     def __iter__(self) -> Iterator[Delivery]:
         """Yield deliveries until the store closes."""
@@ -102,3 +104,13 @@ class Subscription:
 
     def __repr__(self) -> str:
         return f"Subscription({self.name!r})"
+
+
+def _wait_seconds(timeout: object) -> float | None:
+    """`timeout` checked up front: a NaN deadline would never pass and one of another type would fail
+    deep in the wait. Beyond what a condition wait accepts (infinity included) it becomes None."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout or timeout < 0:
+        raise ConfigError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    return None if timeout >= threading.TIMEOUT_MAX else float(timeout)
