@@ -56,6 +56,7 @@ STORED_FIELDS = (
     pa.field("bundles", pa.int64(), nullable=False),  # bundles ingested (durable once the task ended)
     pa.field("records", pa.int64(), nullable=False),
     pa.field("otlp_bytes", pa.int64(), nullable=False),
+    pa.field("empty", pa.int64(), nullable=False),  # requests without records: valid, nothing to store
     pa.field("rejected", pa.int64(), nullable=False),  # rows rejected (errors="record")
     pa.field("errors", pa.list_(pa.string())),  # why, one message per rejected row
 )
@@ -133,9 +134,7 @@ def encode_otlp(
     _check_options(config, errors)
     names = _check_columns(df, column, keep, "encode_otlp")
     kept = list(dict.fromkeys(keep))
-    clashes = sorted(set(kept) & {f.name for f in ENCODED_FIELDS})
-    if clashes:
-        raise SparkJobError(f"encode_otlp: keep names {clashes}, which clash with output columns of the same names")
+    _check_clashes(kept, ENCODED_FIELDS, "encode_otlp")
     schema = _output_schema(df, kept, ENCODED_FIELDS)
     task = _EncodeTask(sig, names[column], [names[k] for k in kept], config or SPARK_ENCODER_CONFIG, errors)
     return df.select(*dict.fromkeys([*kept, column])).mapInArrow(task, schema)
@@ -159,6 +158,8 @@ def ingest_otlp(
 
     Each task opens its store, ingests one ``encode_records`` bundle per request (acknowledged
     once durable under ``store_config``), closes it (sealing the open segment) and then reports.
+    A request without records (valid OTLP, such as an empty export) stores nothing and is counted
+    in ``empty``. Store errors (I/O, a full store) fail the job whatever ``errors`` says.
     A retried task ingests its partition again into the same store, so a retry can store a bundle
     twice (at-least-once); turn speculative execution off, since two attempts cannot hold one
     store's lock. The result is lazy and every action on it ingests again: run one action
@@ -169,7 +170,9 @@ def ingest_otlp(
     if store_config is not None and not isinstance(store_config, StoreConfig):
         raise SparkJobError(f"store_config must be a quiver_store StoreConfig, got {type(store_config).__name__}")
     _check_columns(df, column, (), "ingest_otlp")
-    task = _IngestTask(sig, os.fspath(root), config or EncoderConfig(), store_config, errors)
+    if not isinstance(root, str | os.PathLike) or not os.fspath(root):
+        raise SparkJobError(f"ingest_otlp: root must be a non-empty str or os.PathLike directory, got {root!r}")
+    task = _IngestTask(sig, os.fsdecode(root), config or EncoderConfig(), store_config, errors)
     return df.select(column).mapInArrow(task, _output_schema(df, [], STORED_FIELDS))
 
 
@@ -179,10 +182,12 @@ def decode_otap(df: DataFrame, signal: Signal | str | None = None, *, keep: Sequ
 
     The rows of each stream are brought into one partition in ``sequence`` order first, since an
     envelope can only be decoded after the ones before it. Rows with a null envelope are skipped.
+    ``keep`` may name ``stream`` and ``sequence`` (always in the output) but not ``otlp``.
     """
     sig = _signal(signal) if signal is not None else None
     kept = [k for k in dict.fromkeys(keep) if k not in ("stream", "sequence")]
     _check_columns(df, "otap", ("stream", "sequence", *kept), "decode_otap")
+    _check_clashes(kept, DECODED_FIELDS, "decode_otap")
     ordered = (
         df.where("otap IS NOT NULL")
         .select(*kept, "stream", "sequence", "otap")
@@ -262,6 +267,13 @@ def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str) 
     return {name: i for i, name in enumerate(selected)}
 
 
+def _check_clashes(kept: Sequence[str], fields: Sequence[pa.Field], where: str) -> None:
+    """Refuse on the driver ``keep`` names the output repeats: Spark would fail the job in the JVM."""
+    clashes = sorted(set(kept) & {f.name for f in fields})
+    if clashes:
+        raise SparkJobError(f"{where}: keep names {clashes}, which clash with output columns of the same names")
+
+
 def _output_schema(df: DataFrame, kept: Sequence[str], fields: Sequence[pa.Field]) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
@@ -339,7 +351,7 @@ class _IngestTask:
         partition = context.partitionId() if context else 0
         path = core_path(self.root, partition)
         encoder = Encoder(self.signal, self.config)
-        bundles = records = otlp_bytes = row = 0
+        bundles = records = otlp_bytes = empty = row = 0
         rejected: list[str] = []
         with QuiverStore.open(path, self.store_config, layout=OTAP_LAYOUT) as store:
             for batch in batches:
@@ -347,7 +359,9 @@ class _IngestTask:
                     where = f"partition {partition}, row {row}"
                     row += 1
                     bundle, error = _convert(value, self.signal, self.errors, where)
-                    if bundle is not None:
+                    if bundle is not None and bundle.num_rows == 0:
+                        empty += 1  # a RecordBundle without slots: nothing to store
+                    elif bundle is not None:
                         try:
                             store.ingest(encoder.encode_records(bundle))
                             bundles, records, otlp_bytes = bundles + 1, records + bundle.num_rows, otlp_bytes + len(value)
@@ -355,7 +369,7 @@ class _IngestTask:
                             error = _reject(f"{where}: {exc}", self.errors)
                     if error is not None:
                         rejected.append(error)
-        summary = (partition, path, bundles, records, otlp_bytes, len(rejected), rejected)
+        summary = (partition, path, bundles, records, otlp_bytes, empty, len(rejected), rejected)
         yield pa.RecordBatch.from_arrays(
             [pa.array([v], f.type) for v, f in zip(summary, STORED_FIELDS, strict=True)],
             schema=pa.schema(list(STORED_FIELDS)),

@@ -184,3 +184,46 @@ def test_local_cores_reads_the_task_slots_of_a_master(master: str, slots: int | 
 def test_a_malformed_local_master_is_refused() -> None:
     with pytest.raises(SparkJobError, match=r"master 'local\[two\]': expected local\[N\] or local\[\*\]"):
         local_cores("local[two]")
+
+
+def _empty_logs_requests() -> list[bytes]:
+    """Two valid requests without a single log record: an empty export and a resource with an empty scope."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs
+
+    resource_only = ExportLogsServiceRequest(resource_logs=[ResourceLogs(scope_logs=[ScopeLogs()])])
+    return [ExportLogsServiceRequest().SerializeToString(), resource_only.SerializeToString()]
+
+
+@pytest.mark.parametrize("errors", ["raise", "record"])
+def test_empty_requests_store_nothing_and_are_counted(spark, tmp_path, errors: str) -> None:
+    good = _requests("logs", 1_500, 500, seed=4)
+    empty = _empty_logs_requests()
+    requests: list[bytes | None] = [good[0], empty[0], good[1], empty[1], good[2], empty[0]]
+    summary = ingest_otlp(_frame(spark, requests), "logs", tmp_path, errors=errors).collect()  # type: ignore[arg-type]
+
+    assert sum(r.bundles for r in summary) == len(good)
+    assert sum(r.empty for r in summary) == 3
+    assert sum(r.rejected for r in summary) == 0 and all(r.errors == [] for r in summary)
+    assert sum(r.records for r in summary) == 1_500
+    assert sum(r.otlp_bytes for r in summary) == sum(map(len, good))
+    stored = []
+    for row in summary:
+        with QuiverStore.open(row.store, layout=OTAP_LAYOUT) as store:
+            stored += [canonical_order(to_otlp(Decoder().decode_records(b))).SerializeToString(deterministic=True)
+                       for _, _, b in store.bundles()]
+    assert sorted(stored) == sorted(_canonical("logs", data).SerializeToString(deterministic=True) for data in good)
+
+
+def test_decode_otap_refuses_keep_names_of_its_output_on_the_driver(spark) -> None:
+    encoded = encode_otlp(_frame(spark, _requests("logs", 500, 500)), "logs").withColumnRenamed("otlp_bytes", "otlp")
+    with pytest.raises(SparkJobError, match=r"^decode_otap: keep names \['otlp'\], which clash with output columns of the same names$"):
+        decode_otap(encoded, keep=["otlp"])
+    assert decode_otap(encoded, keep=["stream", "sequence", "records"]).columns == ["records", "stream", "sequence", "otlp"]
+
+
+def test_ingest_otlp_refuses_a_root_that_is_no_path(spark) -> None:
+    frame = spark.createDataFrame(pa.table({"value": pa.array([b""], pa.binary())}))
+    for root in (None, "", 5):
+        with pytest.raises(SparkJobError, match=rf"^ingest_otlp: root must be a non-empty str or os\.PathLike directory, got {root!r}$"):
+            ingest_otlp(frame, "logs", root)  # type: ignore[arg-type]
