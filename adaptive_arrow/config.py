@@ -8,6 +8,8 @@ from types import MappingProxyType
 
 from .errors import ConfigError
 from .transform.dictionary import RepetitionRule
+from .transport.errors import TransportError
+from .transport.sort import resolve_sort_orders
 
 MAX_DICTIONARY_LIMIT = 2**32 - 1
 DEFAULT_MAX_DISTINCT_RATIO: float | None = 0.5  # chosen by benchmarks/dictionary_sweep.py
@@ -73,7 +75,14 @@ class EncoderConfig:
             for pt, keys in self.sort_orders.items():
                 if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
                     raise ConfigError(f"EncoderConfig.sort_orders[{pt!r}] must be a sequence of column names, got {keys!r}")
-                frozen[int(pt)] = tuple(keys)
+                try:
+                    frozen[int(pt)] = tuple(keys)
+                except (TypeError, ValueError):
+                    raise ConfigError(f"EncoderConfig.sort_orders: key {pt!r} is not a payload type id") from None
+            try:
+                resolve_sort_orders(frozen)
+            except TransportError as exc:
+                raise ConfigError(f"EncoderConfig.{exc}") from None
             object.__setattr__(self, "sort_orders", MappingProxyType(frozen))
 
     @property

@@ -1,5 +1,6 @@
 """Input checks of the encoder: a bundle must hold plain tables of the reference schemas whose
-parent ids point at existing parents. Runs before any encoder state changes."""
+parent ids point at existing parents. Runs before any encoder state changes. The decoder reuses
+the value checks (not-null columns, AnyValue type codes, parents present) on what it decodes."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otap_model import OtapBundle, PayloadType, Signal, reference_schema, relations
+from otap_model import SIGNAL_PAYLOADS, OtapBundle, PayloadType, Signal, reference_schema, relations
+from otap_model.payload import ATTRIBUTE_TABLES
 from otap_model.schema import strip_annotations
 
-from .errors import EncodingError
+from .errors import AdaptiveArrowError, EncodingError
 
 ENCODING_KEY = b"encoding"
 
@@ -86,8 +88,23 @@ def _all_in(ids: pa.Array, keys: pa.Array) -> bool:
     return bool(present[i].all())
 
 
+def check_parents(bundle: OtapBundle, error: type[AdaptiveArrowError] = EncodingError, where: str = "") -> None:
+    """Every child table with rows needs its parent table (shared by the encoder and decoder)."""
+    for rel in relations(Signal(bundle.signal)):
+        child = bundle.tables.get(rel.child)
+        if child is None or child.num_rows == 0:
+            continue
+        parent = bundle.tables.get(rel.parent)
+        if parent is None or parent.num_rows == 0:
+            raise error(
+                f"{where}{rel.child.name}.parent_id: {child.num_rows} row(s) reference {rel.parent.name}.{rel.parent_column}, "
+                f"but the bundle has no {rel.parent.name} table"
+            )
+
+
 def check_ids(bundle: OtapBundle) -> None:
     """Every parent_id must be non-null and reference an existing parent id (plain ids only)."""
+    check_parents(bundle)
     for rel in relations(Signal(bundle.signal)):
         child = bundle.tables.get(rel.child)
         if child is None or child.num_rows == 0:
@@ -97,13 +114,7 @@ def check_ids(bundle: OtapBundle) -> None:
             raise EncodingError(f"{rel.child.name}.parent_id: {pid.null_count} null value(s); parent ids are required")
         if not _plain(pfield):
             continue
-        parent = bundle.tables.get(rel.parent)
-        if parent is None:
-            raise EncodingError(
-                f"{rel.child.name}.parent_id: {child.num_rows} row(s) reference {rel.parent.name}.{rel.parent_column}, "
-                f"but the bundle has no {rel.parent.name} table"
-            )
-        kfield, keys = _column(parent, rel.parent_column)
+        kfield, keys = _column(bundle.tables[rel.parent], rel.parent_column)
         if not _plain(kfield):
             continue
         if not _all_in(pid, keys):
@@ -114,11 +125,108 @@ def check_ids(bundle: OtapBundle) -> None:
             )
 
 
+def _first_duplicate(ids: pa.Array) -> int | None:
+    """A non-null value that occurs more than once, or None (counting table for dense small
+    unsigned ids, a sort otherwise)."""
+    if ids.null_count:
+        ids = ids.drop_null()
+    if len(ids) < 2:
+        return None
+    values = ids.to_numpy()
+    if pa.types.is_unsigned_integer(ids.type) and int(values.max()) < 8 * len(values) + 1024:
+        counts = np.bincount(values)
+        top = int(counts.argmax())
+        return top if counts[top] > 1 else None
+    ordered = np.sort(values)
+    same = np.flatnonzero(ordered[1:] == ordered[:-1])
+    return int(ordered[same[0]]) if same.size else None
+
+
+def check_unique_ids(bundle: OtapBundle) -> None:
+    """The ``id`` of a table that child tables point at must be unique among its non-null values:
+    a repeated id gives the rows' children to both, and sorting then moves them to the wrong
+    record. ``resource.id`` and ``scope.id`` repeat by design and are not checked."""
+    parents = {rel.parent for rel in relations(Signal(bundle.signal)) if rel.parent_column == "id"}
+    for pt in parents:
+        table = bundle.tables.get(pt)
+        if table is None or table.num_rows < 2:
+            continue
+        field, ids = _column(table, "id")
+        if not _plain(field):
+            continue
+        dup = _first_duplicate(ids)
+        if dup is not None:
+            rows = _rows(pc.equal(ids, pa.scalar(dup, ids.type)))
+            raise EncodingError(
+                f"{pt.name}.id: value {dup} is duplicated ({rows.size} rows, e.g. rows {rows[:5].tolist()}); "
+                "ids that child tables reference must be unique within the table"
+            )
+
+
+_MAX_TYPE_CODE = 7  # EMPTY, STR, INT, DOUBLE, BOOL, MAP, SLICE, BYTES (otap_model.otlp.anyvalue)
+
+
+def check_values(bundle: OtapBundle, error: type[AdaptiveArrowError] = EncodingError, where: str = "") -> None:
+    """Not-null top-level columns hold no nulls and attribute tables' AnyValue ``type`` codes are
+    defined ones: nulls and unknown codes would reach OTLP as garbage or fail its conversion.
+    The log body's struct (``body.type``) is not checked yet: test generators fill it freely."""
+    for key, batch in bundle.tables.items():
+        pt = PayloadType(key)
+        for field, array in zip(batch.schema, batch.columns):
+            if not field.nullable and array.null_count:
+                raise _null_error(error, f"{where}{pt.name}.{field.name}", array.is_null())
+        if pt in ATTRIBUTE_TABLES and batch.num_rows:
+            codes = batch.column("type")
+            top = pc.max(codes).as_py()
+            if top is not None and top > _MAX_TYPE_CODE:
+                row = int(_rows(pc.greater(codes, _MAX_TYPE_CODE))[0])
+                raise error(
+                    f"{where}{pt.name}.type: unknown AnyValue type code {top} at row {row}; "
+                    f"defined codes are 0 (empty) to {_MAX_TYPE_CODE} (bytes)"
+                )
+
+
+def _rows(mask: pa.Array) -> np.ndarray:
+    """Row numbers where a boolean mask is true (null counts as false)."""
+    return np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
+
+
+def _null_error(error: type[AdaptiveArrowError], where: str, nulls: pa.Array) -> AdaptiveArrowError:
+    rows = _rows(nulls)
+    return error(f"{where}: {rows.size} null value(s) in a not-null column (e.g. rows {rows[:5].tolist()})")
+
+
+def check_tables(bundle: OtapBundle, signal: Signal) -> None:
+    """The bundle's signal and table keys: payload types of ``signal`` only."""
+    try:
+        got = Signal(bundle.signal)
+    except ValueError:
+        raise EncodingError(
+            f"bundle.signal {bundle.signal!r} is not a signal; expected one of {[s.value for s in Signal]}"
+        ) from None
+    if got is not signal:
+        raise EncodingError(f"bundle holds {got.value} but this encoder encodes {signal.value}")
+    if not isinstance(bundle.tables, dict):
+        raise EncodingError(f"bundle.tables must be a dict of payload type to RecordBatch, got {type(bundle.tables).__name__}")
+    allowed = SIGNAL_PAYLOADS[signal]
+    for key in bundle.tables:
+        try:
+            pt = PayloadType(key)
+        except (ValueError, TypeError):
+            raise EncodingError(f"{signal.value} bundle: table key {key!r} is not a payload type id") from None
+        if pt not in allowed:
+            raise EncodingError(
+                f"{signal.value} bundle: payload type {pt.name} ({int(pt)}) does not belong to signal {signal.value}; "
+                f"its payload types are {[p.name for p in allowed]}"
+            )
+
+
 def check_bundle(bundle: OtapBundle, signal: Signal) -> None:
     if not isinstance(bundle, OtapBundle):
         raise EncodingError(f"expected an otap_model.OtapBundle, got {type(bundle).__name__}")
-    if Signal(bundle.signal) is not signal:
-        raise EncodingError(f"bundle holds {bundle.signal} but this encoder encodes {signal.value}")
+    check_tables(bundle, signal)
     for pt, batch in bundle.tables.items():
         check_schema(PayloadType(pt), batch)
+    check_values(bundle)
+    check_unique_ids(bundle)
     check_ids(bundle)
