@@ -164,7 +164,9 @@ def _store_path(path: object) -> str:
 
 def core_path(root: str, core: int) -> str:
     """Directory of core `core`'s store under a shared root."""
-    return os.path.join(root, f"core_{core}")
+    if isinstance(core, bool) or not isinstance(core, int) or core < 0:
+        raise ConfigError(f"core must be an int >= 0, got {core!r}")
+    return os.path.join(_store_path(root), f"core_{core}")
 
 
 def open_cores(

@@ -22,6 +22,8 @@ from quiver_store import (
     StoreConfig,
     SubscriberConfig,
     WalConfig,
+    core_path,
+    open_cores,
 )
 
 QUIET = StoreConfig(wal=WalConfig(durability="none"))
@@ -163,3 +165,17 @@ def test_a_bundle_without_slots_is_refused_saying_what_to_do(tmp_path: Path) -> 
         assert str(caught.value).startswith("cannot ingest a bundle without any slot: it holds no data to store. Skip empty input")
         assert "an OTLP request without records" in str(caught.value)
         assert store.ingest(RecordBundle({0: pa.record_batch({"x": pa.array([1])})})).sequence >= 0  # the store goes on
+
+
+@pytest.mark.parametrize("root", [None, 123, ""])
+def test_open_cores_and_core_path_refuse_a_root_that_is_not_a_path(root) -> None:
+    with pytest.raises(NotAStoreError, match=r"^store path "):
+        open_cores(root, 2)
+    with pytest.raises(NotAStoreError, match=r"^store path "):
+        core_path(root, 0)
+
+
+@pytest.mark.parametrize("core", [-1, 1.5, True, "0"])
+def test_core_path_refuses_a_core_that_is_not_a_core_number(tmp_path, core) -> None:
+    with pytest.raises(ConfigError, match=rf"^core must be an int >= 0, got {re.escape(repr(core))}$"):
+        core_path(str(tmp_path), core)
