@@ -12,12 +12,32 @@ and raises EnvelopeError on anything malformed.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import EnvelopeError
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MASK64 = (1 << 64) - 1
+
+
+def _integer(value: Any, where: str, bits: int) -> int:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise EnvelopeError(f"{where} must be an integer, got {type(value).__name__}") from None
+    if not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+        raise EnvelopeError(f"{where} {number} does not fit an int{bits}")
+    return number
+
+
+def _bytes(value: object, where: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise EnvelopeError(f"{where} must be bytes, got {type(value).__name__}")
 
 
 def _varint(value: int) -> bytes:
@@ -95,6 +115,12 @@ class ArrowPayload:
     type: int
     record: bytes
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.schema_id, str):
+            raise EnvelopeError(f"ArrowPayload.schema_id must be a str, got {type(self.schema_id).__name__}")
+        object.__setattr__(self, "type", _integer(self.type, "ArrowPayload.type (payload type id)", 32))
+        object.__setattr__(self, "record", _bytes(self.record, "ArrowPayload.record"))
+
     def _parts(self) -> list[bytes]:
         """The serialised fields, as pieces to join (the record is never copied here)."""
         parts: list[bytes] = []
@@ -121,7 +147,9 @@ class ArrowPayload:
                     raise EnvelopeError(f"{where}.schema_id: not valid UTF-8") from None
             elif number == 2:
                 _expect(wire_type, _VARINT, where, number)
-                type_ = value if value < 2**31 else value - 2**64  # type: ignore[operator]
+                type_ = value if value < 2**63 else value - 2**64  # type: ignore[operator]
+                if not -(2**31) <= type_ < 2**31:
+                    raise EnvelopeError(f"{where}.type: payload type {type_} does not fit the int32 ArrowPayloadType enum")
             elif number == 3:
                 _expect(wire_type, _LEN, where, number)
                 record = bytes(value)  # type: ignore[arg-type]
@@ -137,9 +165,18 @@ class BatchArrowRecords:
     headers: bytes = b""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "payloads", tuple(self.payloads))
-        if not -(2**63) <= int(self.batch_id) < 2**63:
-            raise ValueError(f"batch_id {self.batch_id} does not fit an int64")
+        object.__setattr__(self, "batch_id", _integer(self.batch_id, "BatchArrowRecords.batch_id", 64))
+        try:
+            payloads = tuple(self.payloads)
+        except TypeError:
+            raise EnvelopeError(
+                f"BatchArrowRecords.payloads must be a sequence of ArrowPayload, got {type(self.payloads).__name__}"
+            ) from None
+        for i, payload in enumerate(payloads):
+            if not isinstance(payload, ArrowPayload):
+                raise EnvelopeError(f"BatchArrowRecords.payloads[{i}] must be an ArrowPayload, got {type(payload).__name__}")
+        object.__setattr__(self, "payloads", payloads)
+        object.__setattr__(self, "headers", _bytes(self.headers, "BatchArrowRecords.headers"))
 
     def to_bytes(self) -> bytes:
         """Serialise with one copy of the record bytes (pieces joined once, no nested buffers)."""

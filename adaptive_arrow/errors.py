@@ -24,7 +24,8 @@ class DecodingError(AdaptiveArrowError):
 
 
 class EnvelopeError(DecodingError):
-    """Bytes are not a well-formed BatchArrowRecords protobuf message."""
+    """Bytes are not a well-formed BatchArrowRecords protobuf message, or an envelope was built
+    from fields of the wrong type (a str record, payloads that are not ArrowPayloads)."""
 
 
 class SparkJobError(AdaptiveArrowError):

@@ -98,14 +98,26 @@ class _Feed:
 
 
 class StreamReader:
-    """The reader of one ``schema_id``: fed one payload at a time, yields one batch per payload."""
+    """The reader of one ``schema_id``: fed one payload at a time, yields one batch per payload.
+
+    ``commit`` marks the state after the batches read so far as good; ``rollback`` returns to
+    the last committed state, so a rejected envelope leaves the stream as it was. The state of
+    an IPC stream is its schema and its dictionaries, and the last committed batch holds both
+    (each dictionary column carries the stream's whole dictionary): a fresh reader primed with
+    that batch, written as a stream of its own, continues with the next deltas as the old one
+    would have.
+    """
 
     def __init__(self, schema_id: str):
         self.schema_id = schema_id
         self._feed = _Feed()
         self._reader: pa.ipc.RecordBatchStreamReader | None = None
+        self._last: pa.RecordBatch | None = None
+        self._committed: pa.RecordBatch | None = None
+        self._dirty = False
 
     def read(self, record: bytes) -> pa.RecordBatch:
+        self._dirty = True
         self._feed.append(record)
         if self._reader is None:
             self._reader = pa.ipc.open_stream(self._feed)
@@ -113,4 +125,25 @@ class StreamReader:
         batch.validate(full=True)  # corrupt buffers must fail here, not crash a compute kernel later
         if self._feed.pending:
             raise ValueError(f"{self._feed.pending} trailing bytes after the record batch")
+        self._last = batch
         return batch
+
+    def commit(self) -> None:
+        self._committed = self._last
+        self._dirty = False
+
+    def rollback(self) -> None:
+        """Back to the state right after the last committed batch (nothing to do if not fed since)."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        self._feed = _Feed()
+        self._reader = None
+        self._last = self._committed
+        if self._committed is None:
+            return
+        sink = io.BytesIO()
+        pa.ipc.new_stream(sink, self._committed.schema).write_batch(self._committed)  # no end-of-stream marker
+        self._feed.append(sink.getvalue())
+        self._reader = pa.ipc.open_stream(self._feed)
+        self._reader.read_next_batch()
