@@ -7,6 +7,7 @@ on-disk layout (that is the adapter's layout contract, hashed into the WAL heade
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,23 +22,36 @@ SizeCapPolicy = Literal["backpressure", "drop_oldest"]
 
 
 def _positive(
-    name: str, value: float | int | None, *, allow_none: bool = False, allow_zero: bool = False, integer: bool = False
+    config: object, prefix: str, attr: str, *, allow_none: bool = False, allow_zero: bool = False, integer: bool = False
 ) -> None:
-    """Check a size, count (`integer`) or duration: a finite number (bool is not one), above zero
-    unless `allow_zero`; None only with `allow_none` (no limit)."""
+    """Check a size, count (`integer`) or duration of a frozen config: a finite number (bool is not
+    one), above zero unless `allow_zero`; None only with `allow_none` (no limit). NumPy scalars are
+    accepted and stored as the builtin int / float, so configs compare, print and pickle alike."""
+    name, value = f"{prefix}.{attr}" if prefix else attr, getattr(config, attr)
     if value is None:
         if allow_none:
             return
         raise ConfigError(f"{name} must be set")
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigError(f"{name} must be a number, got {value!r}")
-    if integer and not isinstance(value, int):
+    if integer and not isinstance(value, numbers.Integral):
         raise ConfigError(f"{name} must be a whole number (an int), got {value!r}")
+    value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    object.__setattr__(config, attr, value)
     if isinstance(value, float) and not math.isfinite(value):
         unset = " (None means no limit)" if allow_none else ""
         raise ConfigError(f"{name} must be a finite number{unset}, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+def _whole(config: object, attr: str) -> bool:
+    """Whether a frozen config's field is an int >= 0 (bool is not; a NumPy integer is stored as int)."""
+    value = getattr(config, attr)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        return False
+    object.__setattr__(config, attr, int(value))
+    return True
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -55,10 +69,10 @@ class SegmentConfig:
     max_dictionary_size: int = 65_535  # unified dictionary entries per column before a stream rotates
 
     def __post_init__(self) -> None:
-        _positive("segment.target_size", self.target_size, integer=True)
-        _positive("segment.max_open_duration", self.max_open_duration)
-        _positive("segment.max_stream_count", self.max_stream_count, integer=True)
-        _positive("segment.max_dictionary_size", self.max_dictionary_size, integer=True)
+        _positive(self, "segment", "target_size", integer=True)
+        _positive(self, "segment", "max_open_duration")
+        _positive(self, "segment", "max_stream_count", integer=True)
+        _positive(self, "segment", "max_dictionary_size", integer=True)
 
 
 @dataclass(frozen=True)
@@ -76,18 +90,18 @@ class WalConfig:
     # (fsync only; None: max(segment.target_size // 8, 1 MiB), 4 MiB by default; 0: never)
 
     def __post_init__(self) -> None:
-        _positive("wal.max_size", self.max_size, integer=True)
-        _positive("wal.max_chunks", self.max_chunks, integer=True)
-        _positive("wal.rotation_size", self.rotation_size, integer=True)
-        _positive("wal.flush_interval", self.flush_interval, allow_zero=True)
+        _positive(self, "wal", "max_size", integer=True)
+        _positive(self, "wal", "max_chunks", integer=True)
+        _positive(self, "wal", "rotation_size", integer=True)
+        _positive(self, "wal", "flush_interval", allow_zero=True)
         _choice("wal.durability", self.durability, ("fsync", "os", "none"))
         _choice("wal.recovery", self.recovery, ("point_in_time", "skip_corrupt", "strict"))
-        if isinstance(self.preallocate, bool) or not isinstance(self.preallocate, int) or self.preallocate < 0:
+        if not _whole(self, "preallocate"):
             raise ConfigError(f"wal.preallocate must be a whole number of bytes >= 0 (0 turns it off), got {self.preallocate!r}")
-        size = self.direct_bundle_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        if self.direct_bundle_size is not None and not _whole(self, "direct_bundle_size"):
             raise ConfigError(
-                f"wal.direct_bundle_size must be None or a whole number of bytes >= 0 (0 sends every bundle through the WAL), got {size!r}"
+                "wal.direct_bundle_size must be None or a whole number of bytes >= 0 (0 sends every bundle through "
+                f"the WAL), got {self.direct_bundle_size!r}"
             )
         if self.rotation_size > self.max_size:
             raise ConfigError(
@@ -109,12 +123,12 @@ class RetentionConfig:
     maintenance_interval: float = 1.0  # seconds between sweeps (orphans, max_age, cleanup, checkpoint)
 
     def __post_init__(self) -> None:
-        _positive("retention.max_age", self.max_age, allow_none=True)
-        _positive("retention.size_cap", self.size_cap, allow_none=True, integer=True)
+        _positive(self, "retention", "max_age", allow_none=True)
+        _positive(self, "retention", "size_cap", allow_none=True, integer=True)
         _choice("retention.size_cap_policy", self.size_cap_policy, ("backpressure", "drop_oldest"))
-        _positive("retention.backpressure_timeout", self.backpressure_timeout, allow_zero=True)
-        _positive("retention.steady_state_headroom", self.steady_state_headroom, allow_zero=True, integer=True)
-        _positive("retention.maintenance_interval", self.maintenance_interval)
+        _positive(self, "retention", "backpressure_timeout", allow_zero=True)
+        _positive(self, "retention", "steady_state_headroom", allow_zero=True, integer=True)
+        _positive(self, "retention", "maintenance_interval")
 
 
 @dataclass(frozen=True)
@@ -129,12 +143,12 @@ class SubscriberConfig:
     ack_log_rotation_size: int = 64 * MiB
 
     def __post_init__(self) -> None:
-        _positive("subscribers.nack_backoff_initial", self.nack_backoff_initial, allow_zero=True)
-        _positive("subscribers.nack_backoff_max", self.nack_backoff_max, allow_zero=True)
-        _positive("subscribers.nack_backoff_multiplier", self.nack_backoff_multiplier)
-        _positive("subscribers.orphan_timeout", self.orphan_timeout, allow_none=True)
-        _positive("subscribers.ack_log_checkpoint_interval", self.ack_log_checkpoint_interval, integer=True)
-        _positive("subscribers.ack_log_rotation_size", self.ack_log_rotation_size, integer=True)
+        _positive(self, "subscribers", "nack_backoff_initial", allow_zero=True)
+        _positive(self, "subscribers", "nack_backoff_max", allow_zero=True)
+        _positive(self, "subscribers", "nack_backoff_multiplier")
+        _positive(self, "subscribers", "orphan_timeout", allow_none=True)
+        _positive(self, "subscribers", "ack_log_checkpoint_interval", integer=True)
+        _positive(self, "subscribers", "ack_log_rotation_size", integer=True)
         if self.nack_backoff_multiplier < 1:
             raise ConfigError(
                 f"subscribers.nack_backoff_multiplier must be >= 1 (each redelivery waits at least as long as "
@@ -158,7 +172,7 @@ class StoreConfig:
     cores: int = 1  # stores sharing one root (core_<n>/); the size cap is divided among them
 
     def __post_init__(self) -> None:
-        _positive("cores", self.cores, integer=True)
+        _positive(self, "", "cores", integer=True)
         for name, kind in (
             ("segment", SegmentConfig),
             ("wal", WalConfig),

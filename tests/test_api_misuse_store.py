@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -84,6 +85,31 @@ def test_an_unset_limit_is_none_not_infinity() -> None:
         RetentionConfig(max_age=math.inf)
     assert RetentionConfig(max_age=None, size_cap=None).max_age is None
     assert SegmentConfig(max_open_duration=2, target_size=1 << 20).max_open_duration == 2  # an int duration is fine
+
+
+@pytest.mark.parametrize(("kind", "name", "section"), INTEGER_FIELDS)
+def test_numpy_integers_are_stored_as_ints(kind: type, name: str, section: str | None) -> None:
+    default = getattr(kind(), name) or 3  # the default passes the cross-field checks (None: no limit)
+    config = kind(**{name: np.int64(default)})
+    assert getattr(config, name) == default and type(getattr(config, name)) is int
+    with pytest.raises(ConfigError, match=rf"^{re.escape(_key(section, name))} must be a whole number \(an int\), got np\.float64\(2\.5\)$"):
+        kind(**{name: np.float64(2.5)})
+
+
+@pytest.mark.parametrize(("kind", "name", "section"), FLOAT_FIELDS)
+def test_numpy_durations_are_stored_as_floats(kind: type, name: str, section: str | None) -> None:
+    config = kind(**{name: np.float32(2.5)})
+    assert getattr(config, name) == 2.5 and type(getattr(config, name)) is float
+    with pytest.raises(ConfigError, match=rf"^{re.escape(_key(section, name))} must be a finite number.*, got nan$"):
+        kind(**{name: np.float64("nan")})
+
+
+def test_numpy_byte_counts_of_the_wal_are_stored_as_ints() -> None:
+    wal = WalConfig(preallocate=np.uint32(0), direct_bundle_size=np.int64(4096))
+    assert (wal.preallocate, wal.direct_bundle_size) == (0, 4096)
+    assert type(wal.preallocate) is int and type(wal.direct_bundle_size) is int
+    with pytest.raises(ConfigError, match=r"^wal\.preallocate must be a whole number of bytes >= 0 .*, got np\.int64\(-1\)$"):
+        WalConfig(preallocate=np.int64(-1))
 
 
 def test_backoff_pairs_must_be_consistent() -> None:
