@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow torture lint bench asv clean docs
+.PHONY: demo test torture lint bench asv clean docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,7 @@ demo: $(STAMP)
 	$(PY) -m adaptive_arrow.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not torture"
-
-test-slow: $(STAMP)
-	$(PY) -m pytest -q -m "slow"
+	$(PY) -m pytest -q -m "not torture"
 
 torture: $(STAMP)
 	$(PY) -m pytest -q -m "torture"
