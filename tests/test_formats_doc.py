@@ -1,0 +1,972 @@
+"""docs/formats.md is exact: readers written from the document alone read what the code writes.
+
+Every parser here was written from docs/formats.md (not from the implementation), with only the
+standard library, pyarrow (for the parts the document calls Arrow IPC), crc32c and blake3. The
+store is driven through its public API with small configs so that WAL rotation, the zero tail,
+segment finalisation, the truncate sidecar, the sequence floor, subscriber outcomes and ack log
+checkpoints all happen; the files are copied while the store runs and parsed field by field, and
+every parser must consume its file exactly to its end (or to the documented zero tail).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import blake3
+import crc32c
+import pyarrow as pa
+import pytest
+
+import otap_model
+from adaptive_arrow import Decoder, Encoder, EncoderConfig
+from adaptive_arrow.envelope_file import write_envelopes
+from adaptive_arrow.store_layout import OTAP_LAYOUT
+from otap_model.otlp.order import canonical_order
+from otap_model.payload import ROOT_PAYLOAD, Signal, relations
+from quiver_store import (
+    QuiverStore,
+    RecordBundle,
+    RetentionConfig,
+    SegmentConfig,
+    StoreConfig,
+    SubscriberConfig,
+    WalConfig,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Constants as docs/formats.md states them.
+
+WAL_MAGIC = b"QUIVER\0WAL"
+WAL_VERSION = 1
+WAL_HEADER_SIZE = 30
+WAL_ENTRY_MIN_LEN = 25
+WAL_RECORD_BUNDLE = 0
+WAL_SLOT_BLOCK_HEAD = 42
+IPC_EOS = bytes.fromhex("FFFFFFFF00000000")
+
+SIDECAR_MAGIC = b"QUIVER\0T"
+NEXT_SEQ_MAGIC = b"QVNXTSEQ"
+SMALL_FILE_SIZE = 32
+FLOOR_RESERVE = 16
+
+SEG_MAGIC = b"QUIVER\0S"
+SEG_VERSION = 1
+SEG_HEADER_SIZE = 64
+SEG_DIR_ENTRY = 96
+SEG_FOOTER_SIZE = 112
+SEG_TRAILER_SIZE = 24
+SEG_MIN_SIZE = 200
+
+ACK_MAGIC = b"QUIVACK\0"
+ACK_HEADER_SIZE = 24
+ACK_CKPT_MAGIC = b"QUIVACKC"
+ACK_SEGMENT, ACK_SUBSCRIBE, ACK_UNSUBSCRIBE, ACK_OUTCOME, ACK_ORPHANED = 1, 2, 3, 4, 5
+ACK_OUTCOME_FRAME = 34
+OUTCOME_ACK, OUTCOME_NACK, OUTCOME_DROPPED = 0, 1, 2
+
+TEST_START_NS = time.time_ns()
+
+
+def crc(data: bytes) -> int:
+    return crc32c.crc32c(data)
+
+
+class Cursor:
+    """Little-endian reader over bytes that remembers how far it got."""
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self.data = data
+        self.pos = pos
+
+    def take(self, fmt: str) -> tuple:
+        values = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += struct.calcsize("<" + fmt)
+        return values
+
+    def one(self, fmt: str) -> int:
+        return self.take(fmt)[0]
+
+    def raw(self, n: int) -> bytes:
+        assert self.pos + n <= len(self.data), f"{n} bytes at {self.pos} run past {len(self.data)}"
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+
+def align(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+def same_telemetry(a: otap_model.OtapBundle, b: otap_model.OtapBundle) -> bool:
+    """Equal telemetry: the encoder sorts rows, so compare the OTLP requests in canonical order."""
+    return canonical_order(otap_model.to_otlp(a)) == canonical_order(otap_model.to_otlp(b))
+
+
+def values(batch: pa.RecordBatch) -> tuple[list[str], list[dict]]:
+    """Field names and per-row values: what the doc promises survives (dictionaries may change)."""
+    return batch.schema.names, batch.to_pylist()
+
+
+# ---------------------------------------------------------------------------------------------
+# WAL
+
+
+@dataclass
+class SlotBlock:
+    slot: int
+    payload_type_id: int
+    fingerprint: bytes
+    row_count: int
+    batch: pa.RecordBatch
+
+
+@dataclass
+class WalEntry:
+    offset: int
+    entry_type: int
+    ingestion_ts: int
+    sequence: int
+    slot_bitmap: int
+    blocks: list[SlotBlock]
+
+
+@dataclass
+class WalFile:
+    cfg_hash: bytes
+    entries: list[WalEntry]
+    end: int  # E: where the log ends (the next frame goes)
+
+
+def ipc_messages(data: bytes) -> list[str]:
+    """Kinds of the encapsulated IPC messages that fill `data` exactly (no end-of-stream marker)."""
+    source = pa.BufferReader(pa.py_buffer(data))
+    kinds = []
+    while source.tell() < len(data):
+        kinds.append(pa.ipc.read_message(source).type)
+    assert source.tell() == len(data)
+    return kinds
+
+
+def parse_ipc_stream_payload(payload: bytes) -> pa.RecordBatch:
+    """One Arrow IPC stream: schema, dictionaries, exactly one record batch, end-of-stream."""
+    assert payload.endswith(IPC_EOS), "payload does not end with the end-of-stream marker"
+    kinds = ipc_messages(payload[: -len(IPC_EOS)])
+    assert kinds[0] == "schema" and kinds[-1] == "record batch", kinds
+    assert set(kinds[1:-1]) <= {"dictionary"}, kinds
+    batches = list(pa.ipc.open_stream(payload))
+    assert len(batches) == 1
+    return batches[0]
+
+
+def parse_wal_frame(data: bytes, pos: int) -> WalEntry:
+    cur = Cursor(data, pos)
+    entry_len = cur.one("I")
+    assert WAL_ENTRY_MIN_LEN <= entry_len < 2**31
+    end = pos + 4 + entry_len
+    stored_crc = struct.unpack_from("<I", data, end)[0]
+    assert stored_crc == crc(data[pos + 4 : end]), f"frame at {pos}: CRC"
+    entry_type, ts, seq, bitmap = cur.take("BqQQ")
+    assert entry_type == WAL_RECORD_BUNDLE
+    blocks = []
+    for slot in range(64):
+        if not bitmap >> slot & 1:
+            continue
+        head = cur.pos
+        pt, fp, rows, plen = cur.take("H32sII")
+        assert cur.pos - head == WAL_SLOT_BLOCK_HEAD
+        batch = parse_ipc_stream_payload(cur.raw(plen))
+        assert batch.num_rows == rows
+        blocks.append(SlotBlock(slot, pt, fp, rows, batch))
+    assert cur.pos == end, f"frame at {pos}: slot blocks end at {cur.pos}, entry_len says {end}"
+    return WalEntry(pos, entry_type, ts, seq, bitmap, blocks)
+
+
+def parse_wal_file(data: bytes, *, active: bool, start: int = WAL_HEADER_SIZE) -> WalFile:
+    """Header, frames back to back from `start`; the active file may end in a zero tail."""
+    magic, version, reserved, cfg_hash = struct.unpack_from("<10sHH16s", data, 0)
+    assert magic == WAL_MAGIC and version == WAL_VERSION and reserved == 0
+    entries = []
+    pos = start
+    while pos < len(data):
+        if active and not any(data[pos:]):
+            break  # zero-filled tail: the end of the log
+        entry = parse_wal_frame(data, pos)
+        entries.append(entry)
+        pos += 4 + struct.unpack_from("<I", data, pos)[0] + 4
+    assert pos <= len(data)
+    return WalFile(cfg_hash, entries, pos)
+
+
+def wal_generations(names: list[str], sidecar_generation: int | None) -> dict[str, int]:
+    """File name -> generation: `quiver.wal.<g>` chunks, the active one after the newest chunk."""
+    chunks = {n: int(n.rsplit(".", 1)[1]) for n in names if n.startswith("quiver.wal.")}
+    if chunks:
+        active = max(chunks.values()) + 1
+    else:
+        active = sidecar_generation if sidecar_generation is not None else 0
+    return {**chunks, "quiver.wal": active}
+
+
+# ---------------------------------------------------------------------------------------------
+# Truncate sidecar and sequence floor (same 32-byte shape)
+
+
+def parse_small_file(data: bytes, magic: bytes) -> tuple[int, int]:
+    assert len(data) == SMALL_FILE_SIZE
+    got, version, reserved, a, b, stored = struct.unpack("<8sHHQQI", data)
+    assert got == magic and version == 1 and reserved == 0
+    assert stored == crc(data[:28])
+    return a, b
+
+
+# ---------------------------------------------------------------------------------------------
+# Segment files
+
+
+@dataclass
+class Stream:
+    stream_id: int
+    slot: int
+    flags: int
+    fingerprint: bytes
+    offset: int
+    length: int
+    rows: int
+    chunks: int
+    batches: int
+    crc: int
+    bitmap_offset: int
+    event_min: int
+    event_max: int
+    present: list[bool] = field(default_factory=list)
+    reader: pa.ipc.RecordBatchFileReader | None = None
+
+
+@dataclass
+class Segment:
+    seq: int
+    streams: list[Stream]
+    bundles: list[tuple[int, int]]  # (ingestion time, slot bitmap)
+    refs: list[list[tuple[int, int, int, int]]]  # per bundle: (stream, batch, row offset, count)
+    meta: dict
+    schemas: dict[int, pa.Schema]
+    footer: dict
+
+    def bundle(self, index: int) -> dict[int, pa.RecordBatch]:
+        out = {}
+        for stream_id, batch, row, count in self.refs[index]:
+            stream = self.streams[stream_id]
+            out[stream.slot] = stream.reader.get_batch(batch).slice(row, count)
+        return out
+
+
+def assert_zero(data: bytes, start: int, end: int, what: str) -> None:
+    assert not any(data[start:end]), f"{what}: padding [{start}, {end}) is not zero"
+
+
+def dictionary_fields(typ: pa.DataType) -> int:
+    """Dictionary-encoded columns at any depth of a type."""
+    if pa.types.is_dictionary(typ):
+        return 1 + dictionary_fields(typ.value_type)
+    return sum(dictionary_fields(typ.field(i).type) for i in range(typ.num_fields))
+
+
+def column(batch: pa.RecordBatch, dotted: str) -> pa.Array:
+    parts = dotted.split(".")
+    arr = batch.column(parts[0])
+    for part in parts[1:]:
+        arr = arr.field(part)
+    return arr
+
+
+def parse_segment(data: bytes) -> Segment:
+    size = len(data)
+    assert size >= SEG_MIN_SIZE
+    # trailer
+    t = Cursor(data, size - SEG_TRAILER_SIZE)
+    footer_len, footer_crc, version, t_reserved, t_crc = t.take("IIHHI")
+    assert t.raw(8) == SEG_MAGIC and t.pos == size
+    assert t_crc == crc(data[size - 24 : size - 12])
+    assert version == SEG_VERSION and t_reserved == 0 and footer_len == SEG_FOOTER_SIZE
+    F = size - SEG_TRAILER_SIZE - SEG_FOOTER_SIZE
+    assert footer_crc == crc(data[F : F + SEG_FOOTER_SIZE])
+    names = [
+        "seq",
+        "stream_count",
+        "bundle_count",
+        "ingest_min",
+        "ingest_max",
+        "created_at",
+        "opened_at",
+        "dir_off",
+        "dir_len",
+        "man_off",
+        "man_len",
+        "meta_off",
+        "meta_len",
+        "dir_crc",
+        "man_crc",
+        "meta_crc",
+        "reserved",
+    ]
+    footer = dict(zip(names, struct.unpack_from("<QIIqqqqQQQQQQIIII", data, F)))
+    assert footer["reserved"] == 0
+    # header
+    h = Cursor(data)
+    magic, hver, hsize, flags, hseq = h.take("8sHHIQ")
+    assert magic == SEG_MAGIC and hver == SEG_VERSION and hsize == SEG_HEADER_SIZE and flags == 0
+    assert hseq == footer["seq"]
+    assert_zero(data, 24, 60, "header reserved")
+    assert struct.unpack_from("<I", data, 60)[0] == crc(data[:60])
+    # section placement and checksums
+    D, M, X = footer["dir_off"], footer["man_off"], footer["meta_off"]
+    assert D % 64 == 0 and align(D + footer["dir_len"], 8) == M
+    assert align(M + footer["man_len"], 8) == X and align(X + footer["meta_len"], 8) == F
+    assert_zero(data, D + footer["dir_len"], M, "after directory")
+    assert_zero(data, M + footer["man_len"], X, "after manifest")
+    assert_zero(data, X + footer["meta_len"], F, "after metadata")
+    directory = data[D : D + footer["dir_len"]]
+    manifest = data[M : M + footer["man_len"]]
+    metadata = data[X : X + footer["meta_len"]]
+    assert footer["dir_crc"] == crc(directory)
+    assert footer["man_crc"] == crc(manifest)
+    assert footer["meta_crc"] == crc(metadata)
+
+    # metadata section
+    mc = Cursor(metadata)
+    jlen = mc.one("I")
+    meta = json.loads(mc.raw(jlen).decode("utf-8"))
+    assert set(meta) == {"metadata", "event_time_columns"}
+    assert list(meta["metadata"]) == sorted(meta["metadata"])
+    pad_to = align(mc.pos, 8)
+    assert_zero(metadata, mc.pos, pad_to, "metadata JSON")
+    mc.pos = pad_to
+    schema_count, m_reserved = mc.take("II")
+    assert m_reserved == 0
+    schemas = {}
+    for _ in range(schema_count):
+        slot, s_reserved, slen = mc.take("HHI")
+        assert s_reserved == 0
+        schemas[slot] = pa.ipc.read_schema(pa.py_buffer(mc.raw(slen)))
+        pad_to = align(mc.pos, 8)
+        assert_zero(metadata, mc.pos, pad_to, "schema")
+        mc.pos = pad_to
+    assert mc.pos == len(metadata), "metadata section not consumed to its end"
+    assert list(schemas) == sorted(schemas)
+
+    # stream directory + bitmap area
+    n = footer["stream_count"]
+    streams = []
+    dc = Cursor(directory)
+    for i in range(n):
+        s = Stream(*dc.take("IHH32sQQQIIIIqq"))
+        assert s.stream_id == i and s.slot < 64 and s.flags in (0, 1)
+        if not s.flags & 1:
+            assert s.event_min == 0 and s.event_max == 0
+        streams.append(s)
+    area = directory[dc.pos :]
+    expected_bitmap_offset = 0
+    for s in streams:
+        k = len(schemas[s.slot])
+        nbytes = (k + 7) // 8
+        assert s.bitmap_offset == expected_bitmap_offset
+        bits = int.from_bytes(area[s.bitmap_offset : s.bitmap_offset + nbytes], "little")
+        assert bits >> k == 0, "bits past k must be zero"
+        s.present = [bool(bits >> i & 1) for i in range(k)]
+        expected_bitmap_offset += nbytes
+    assert expected_bitmap_offset == len(area), "bitmap area not consumed to its end"
+
+    # stream slices: 64-aligned, back to back with zero padding, CRC, Arrow IPC file
+    pos = SEG_HEADER_SIZE
+    for s in streams:
+        assert s.offset == align(pos, 64), f"stream {s.stream_id} at {s.offset}, expected {pos}"
+        assert_zero(data, pos, s.offset, "before slice")
+        body = data[s.offset : s.offset + s.length]
+        assert s.crc == crc(body)
+        assert body[:6] == b"ARROW1" and body[-6:] == b"ARROW1"
+        s.reader = pa.ipc.open_file(pa.py_buffer(body))
+        assert s.reader.num_record_batches == s.batches
+        kinds = [m.type for m in pa.ipc.MessageReader.open_stream(pa.py_buffer(body[8:]))]
+        n_dict = dictionary_fields(pa.struct(list(s.reader.schema)))
+        assert kinds == ["schema"] + ["dictionary"] * n_dict + ["record batch"] * s.batches
+        pos = s.offset + s.length
+    assert align(pos, 64) == D
+    assert_zero(data, pos, D, "before directory")
+
+    # batch manifest
+    bc = Cursor(manifest)
+    bundle_count, ref_count = bc.take("II")
+    assert bundle_count == footer["bundle_count"]
+    bundles = [bc.take("qQ") for _ in range(bundle_count)]
+    assert ref_count == sum(bin(bitmap).count("1") for _, bitmap in bundles)
+    refs = []
+    for _, bitmap in bundles:
+        refs.append([bc.take("IIII") for _ in range(bin(bitmap).count("1"))])
+    assert bc.pos == len(manifest), "manifest not consumed to its end"
+    return Segment(footer["seq"], streams, bundles, refs, meta, schemas, footer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ack log and checkpoint
+
+
+@dataclass
+class AckRecord:
+    offset: int
+    type: int
+    fields: tuple
+
+
+ACK_BODIES = {
+    ACK_SEGMENT: "QI",
+    ACK_UNSUBSCRIBE: "Iq",
+    ACK_OUTCOME: "IQIBq",
+    ACK_ORPHANED: "Iq",
+}
+
+
+def parse_ack_log(data: bytes) -> tuple[int, list[AckRecord]]:
+    magic, version, reserved, generation, stored = struct.unpack_from("<8sHHQI", data, 0)
+    assert magic == ACK_MAGIC and version == 1 and reserved == 0
+    assert stored == crc(data[:20])
+    records = []
+    pos = ACK_HEADER_SIZE
+    while pos < len(data):
+        length, rtype = struct.unpack_from("<IB", data, pos)
+        assert 1 <= length <= 1025
+        body = data[pos + 5 : pos + 4 + length]
+        (frame_crc,) = struct.unpack_from("<I", data, pos + 4 + length)
+        assert frame_crc == crc(data[pos : pos + 4 + length]), f"ack frame at {pos}: CRC"
+        if rtype == ACK_SUBSCRIBE:
+            sub_id, mark, ts, name_len = struct.unpack_from("<IqqB", body)
+            name = body[21 : 21 + name_len].decode("utf-8")
+            assert len(body) == 21 + name_len and 1 <= name_len <= 64
+            fields: tuple = (sub_id, mark, ts, name)
+        else:
+            fmt = "<" + ACK_BODIES[rtype]
+            assert len(body) == struct.calcsize(fmt), f"type {rtype} body of {len(body)} bytes"
+            fields = struct.unpack(fmt, body)
+        if rtype == ACK_OUTCOME:
+            assert 4 + length + 4 == ACK_OUTCOME_FRAME
+        records.append(AckRecord(pos, rtype, fields))
+        pos += 4 + length + 4
+    assert pos == len(data), "ack log not consumed to its end"
+    return generation, records
+
+
+@dataclass
+class Checkpoint:
+    replay_generation: int
+    replay_offset: int
+    created_ns: int
+    max_seen_seq: int
+    next_sub_id: int
+    segments: dict[int, int]
+    subscribers: dict[str, dict]
+
+
+def parse_checkpoint(data: bytes) -> Checkpoint:
+    c = Cursor(data)
+    magic, version, reserved = c.take("8sHH")
+    assert magic == ACK_CKPT_MAGIC and version == 1 and reserved == 0
+    gen, off, created, max_seen, next_sub = c.take("QQqqI")
+    segments = dict(c.take("QI") for _ in range(c.one("I")))
+    assert list(segments) == sorted(segments)
+    subscribers = {}
+    for _ in range(c.one("I")):
+        sub_id, flags, mark, last_seen, dropped, name_len = c.take("IBqqQB")
+        name = c.raw(name_len).decode("utf-8")
+        done = [c.one("Q") for _ in range(c.one("I"))]
+        partial = {}
+        for _ in range(c.one("I")):
+            seq, k = c.take("QI")
+            partial[seq] = [c.one("I") for _ in range(k)]
+        subscribers[name] = dict(
+            sub_id=sub_id,
+            flags=flags,
+            mark=mark,
+            last_seen=last_seen,
+            dropped=dropped,
+            done=done,
+            partial=partial,
+        )
+    assert c.one("I") == crc(data[: c.pos - 4])
+    assert c.pos == len(data), "checkpoint not consumed to its end"
+    return Checkpoint(gen, off, created, max_seen, next_sub, segments, subscribers)
+
+
+def replay_resolved(
+    ckpt: Checkpoint, logs: dict[int, bytes], known: dict[int, int]
+) -> dict[str, set[tuple[int, int]]]:
+    """The doc's replay: checkpoint state, then records from (replay_generation, replay_offset) on."""
+    names = {}
+    resolved: dict[str, set[tuple[int, int]]] = {}
+    for name, sub in ckpt.subscribers.items():
+        names[sub["sub_id"]] = name
+        got = {(s, i) for s, n in known.items() if s <= sub["mark"] for i in range(n)}
+        got |= {(s, i) for s in sub["done"] for i in range(known.get(s, 0))}
+        got |= {(s, i) for s, idx in sub["partial"].items() for i in idx}
+        resolved[name] = got
+    for generation in sorted(logs):
+        if generation < ckpt.replay_generation:
+            continue
+        start = ckpt.replay_offset if generation == ckpt.replay_generation else ACK_HEADER_SIZE
+        _, records = parse_ack_log(logs[generation])
+        for rec in records:
+            if rec.offset < start:
+                continue
+            if rec.type == ACK_SUBSCRIBE:
+                sub_id, _, _, name = rec.fields
+                names[sub_id] = name
+                resolved.setdefault(name, set())
+            elif rec.type == ACK_UNSUBSCRIBE:
+                resolved.pop(names[rec.fields[0]], None)
+            elif rec.type == ACK_OUTCOME:
+                sub_id, seq, index, outcome, _ = rec.fields
+                if outcome in (OUTCOME_ACK, OUTCOME_DROPPED):
+                    resolved[names[sub_id]].add((seq, index))
+    return resolved
+
+
+# ---------------------------------------------------------------------------------------------
+# OTAP envelope files (length-prefixed BatchArrowRecords, protobuf wire format)
+
+
+def varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, pos
+
+
+def proto_fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
+    out = []
+    pos = 0
+    while pos < len(data):
+        key, pos = varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = varint(data, pos)
+            out.append((number, wire, value))
+        elif wire == 2:
+            n, pos = varint(data, pos)
+            out.append((number, wire, data[pos : pos + n]))
+            pos += n
+        else:
+            raise AssertionError(f"unexpected wire type {wire}")
+    assert pos == len(data)
+    return out
+
+
+def parse_envelope_file(data: bytes) -> list[tuple[int, list[tuple[str, int, bytes]]]]:
+    """Messages as (batch_id, [(schema_id, payload type, record bytes), ...])."""
+    messages = []
+    pos = 0
+    while pos < len(data):
+        (length,) = struct.unpack_from("<I", data, pos)
+        message = data[pos + 4 : pos + 4 + length]
+        assert len(message) == length
+        pos += 4 + length
+        batch_id = 0
+        payloads = []
+        for number, wire, value in proto_fields(message):
+            if number == 1:
+                assert wire == 0 and value != 0, "default values are omitted"
+                batch_id = value
+            elif number == 2:
+                assert wire == 2
+                schema_id, ptype, record = "", 0, b""
+                for n2, w2, v2 in proto_fields(value):
+                    if n2 == 1:
+                        assert w2 == 2
+                        schema_id = v2.decode("utf-8")
+                    elif n2 == 2:
+                        assert w2 == 0
+                        ptype = v2
+                    else:
+                        assert n2 == 3 and w2 == 2
+                        record = v2
+                payloads.append((schema_id, ptype, record))
+            else:
+                raise AssertionError(f"field {number}: headers are never written")
+        messages.append((batch_id, payloads))
+    assert pos == len(data)
+    return messages
+
+
+class EnvelopeStreams:
+    """One Arrow IPC reader per payload type, restarted on a new schema_id or a Schema message."""
+
+    def __init__(self) -> None:
+        self.streams: dict[int, tuple[str, list[bytes]]] = {}
+
+    def read(self, schema_id: str, ptype: int, record: bytes) -> pa.RecordBatch:
+        kinds = ipc_messages(record)  # the record batch is the last message: no end-of-stream
+        assert kinds[-1] == "record batch" and kinds.count("record batch") == 1
+        assert set(kinds[:-1]) <= {"schema", "dictionary"} and "schema" not in kinds[1:]
+        current = self.streams.get(ptype)
+        if current is None or current[0] != schema_id or kinds[0] == "schema":
+            assert kinds[0] == "schema", f"payload type {ptype}: new stream without a schema"
+            current = (schema_id, [])
+            self.streams[ptype] = current
+        current[1].append(record)
+        batches = list(pa.ipc.open_stream(b"".join(current[1]) + IPC_EOS))
+        assert len(batches) == len(current[1])
+        return batches[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Producing real files
+
+
+@dataclass
+class Run:
+    """Byte snapshots of a store taken at chosen moments, and what was ingested."""
+
+    snapshots: dict[str, dict[str, bytes]]
+    ingested: dict[int, tuple[RecordBundle, object]]  # WAL sequence -> (bundle, receipt)
+    plain: dict[int, object]  # WAL sequence -> the OtapBundle it encodes
+    acked: dict[str, set[tuple[int, int]]]
+    layout_hash: bytes
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "LOCK"
+    }
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    root = tmp_path_factory.mktemp("formats") / "store"
+    config = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
+        wal=WalConfig(rotation_size=48 << 10, max_chunks=64, preallocate=8 << 10),
+        subscribers=SubscriberConfig(ack_log_checkpoint_interval=10),
+    )
+    ingested: dict[int, tuple[RecordBundle, object]] = {}
+    plain: dict[int, object] = {}
+    snaps: dict[str, dict[str, bytes]] = {}
+    with QuiverStore.open(root, config, layout=OTAP_LAYOUT) as store:
+        for signal, seed in (("logs", 1), ("traces", 2)):
+            encoder = Encoder(signal)
+            for bundle in otap_model.generate(signal, 120, batch_size=20, seed=seed):
+                records = encoder.encode_records(bundle)
+                receipt = store.ingest(records)
+                ingested[receipt.sequence] = (records, receipt)
+                plain[receipt.sequence] = bundle
+            snaps[f"wal-{signal}"] = snapshot(root)
+            store.flush()
+        snaps["segments"] = snapshot(root)
+
+        alpha, beta = store.subscribe("alpha"), store.subscribe("beta")
+        store.subscribe("gamma")
+        store.unsubscribe("gamma")
+        acked: dict[str, set[tuple[int, int]]] = {"alpha": set(), "beta": set()}
+        for k in range(len(ingested)):
+            d = alpha.next(timeout=5)
+            if k == 8:  # segment 1, bundle 2 stays unresolved
+                d.nack()
+            else:
+                d.ack()
+                acked["alpha"].add((d.segment_seq, d.bundle_index))
+        for _ in range(6):  # all of segment 0: resolved by everyone, so it is deleted
+            d = beta.next(timeout=5)
+            d.ack()
+            acked["beta"].add((d.segment_seq, d.bundle_index))
+        snaps["acks"] = snapshot(root)
+    snaps["closed"] = snapshot(root)
+    shutil.rmtree(root)
+    layout_hash = blake3.blake3(OTAP_LAYOUT.canonical_bytes()).digest()[:16]
+    return Run(snaps, ingested, plain, acked, layout_hash)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+
+def wal_files(snap: dict[str, bytes]) -> dict[str, bytes]:
+    return {k.split("/")[1]: v for k, v in snap.items() if k.startswith("wal/quiver.wal")}
+
+
+def test_layout_contract_is_the_documented_json() -> None:
+    text = OTAP_LAYOUT.canonical_bytes()
+    doc = json.loads(text)
+    assert (
+        list(doc)
+        == sorted(doc)
+        == [
+            "checksum",
+            "event_time_columns",
+            "name",
+            "payload_type_ids",
+            "root_slots",
+            "slots",
+            "version",
+        ]
+    )
+    assert json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() == text
+    for key in ("event_time_columns", "payload_type_ids", "root_slots", "slots"):
+        pairs = doc[key]
+        assert all(len(p) == 2 for p in pairs) and [p[0] for p in pairs] == sorted(p[0] for p in pairs)
+
+
+@pytest.mark.parametrize("phase", ["wal-logs", "wal-traces", "segments"])
+def test_wal_files(run: Run, phase: str) -> None:
+    snap = run.snapshots[phase]
+    files = wal_files(snap)
+    sidecar = snap.get("wal/truncate.offset")
+    side_off, side_gen = parse_small_file(sidecar, SIDECAR_MAGIC) if sidecar else (None, None)
+    gens = wal_generations(list(files), side_gen)
+    if phase == "wal-logs":
+        assert sidecar is None and len(files) >= 3, "small rotation_size must have rotated"
+    else:
+        # the point: the end of the last entry in a segment; older chunks are deleted
+        last = 5 if phase == "wal-traces" else 11
+        _, receipt = run.ingested[last]
+        by_gen = {g: n for n, g in gens.items()}
+        chunk = files[by_gen[receipt.wal_generation]]
+        frame_end = receipt.wal_offset + 4 + struct.unpack_from("<I", chunk, receipt.wal_offset)[0] + 4
+        assert (side_gen, side_off) == (receipt.wal_generation, frame_end)
+        assert min(gens.values()) == side_gen
+    seen = []
+    for name in sorted(files, key=gens.get):
+        data = files[name]
+        active = name == "quiver.wal"
+        start = side_off if gens[name] == side_gen else WAL_HEADER_SIZE
+        wal = parse_wal_file(data, active=active, start=start)
+        assert wal.cfg_hash == run.layout_hash
+        if active:
+            assert wal.end < len(data), "an fsync WAL keeps a zero tail after its last frame"
+            assert len(data) - wal.end <= 8 << 10 and len(data) <= max(wal.end, 48 << 10)
+        else:
+            assert wal.end == len(data), "a rotated chunk ends with its last frame"
+            assert len(data) >= 48 << 10 or wal.entries
+        for entry in wal.entries:
+            records, receipt = run.ingested[entry.sequence]
+            assert (receipt.wal_generation, receipt.wal_offset) == (gens[name], entry.offset)
+            assert entry.ingestion_ts == records.ingestion_time_ns == receipt.ingestion_time_ns
+            assert entry.slot_bitmap == sum(1 << s for s in records.slots)
+            assert [b.slot for b in entry.blocks] == sorted(records.slots)
+            for block in entry.blocks:
+                assert block.payload_type_id == block.slot  # OTAP layout: slot = payload type id
+                assert block.fingerprint == records.fingerprints[block.slot]
+                assert values(block.batch) == values(records.slots[block.slot])
+            seen.append(entry.sequence)
+    # sequences continue +1 per entry across generations, from the first not yet in a segment
+    # from the sidecar's point on: the entries not yet in a segment file
+    assert seen == {"wal-logs": list(range(6)), "wal-traces": list(range(6, 12)), "segments": []}[phase]
+
+
+def test_next_seq(run: Run) -> None:
+    # next.seq: written when segment 0 reserved its run of numbers (nothing covered yet), again
+    # before segment 0 was deleted (every entry covered), and at close with the next unused number
+    floors = {
+        phase: parse_small_file(run.snapshots[phase]["segments/next.seq"], NEXT_SEQ_MAGIC)
+        for phase in ("segments", "acks", "closed")
+    }
+    assert floors == {
+        "segments": (FLOOR_RESERVE, 0),
+        "acks": (FLOOR_RESERVE, len(run.ingested)),
+        "closed": (2, len(run.ingested)),
+    }
+
+
+def test_segment_files(run: Run) -> None:
+    snap = run.snapshots["segments"]
+    names = sorted(k for k in snap if k.endswith(".qseg"))
+    assert names == [f"segments/{s:016d}.qseg" for s in range(2)]
+    decoder = Decoder()
+    sequences = sorted(run.ingested)
+    for seq_no, name in enumerate(names):
+        seg = parse_segment(snap[name])
+        assert seg.seq == seq_no
+        wal_seqs = sequences[6 * seq_no : 6 * seq_no + 6]
+        md = seg.meta["metadata"]
+        assert (int(md["quiver.wal.first_sequence"]), int(md["quiver.wal.last_sequence"])) == (
+            wal_seqs[0],
+            wal_seqs[-1],
+        )
+        assert md["quiver.finalize_reason"] == "flush" and md["quiver.layout"] == "otap"
+        assert set(md) == {
+            "quiver.finalize_reason",
+            "quiver.layout",
+            "quiver.wal.first_sequence",
+            "quiver.wal.last_sequence",
+        }
+        layout = json.loads(OTAP_LAYOUT.canonical_bytes())
+        assert seg.meta["event_time_columns"] == {str(k): v[0] for k, v in layout["event_time_columns"]}
+        assert seg.footer["bundle_count"] == 6 and seg.footer["stream_count"] == len(seg.streams)
+        times = [t for t, _ in seg.bundles]
+        assert (seg.footer["ingest_min"], seg.footer["ingest_max"]) == (min(times), max(times))
+        assert TEST_START_NS <= seg.footer["opened_at"] <= seg.footer["created_at"] <= time.time_ns()
+        event_columns = {int(k): v for k, v in seg.meta["event_time_columns"].items()}
+
+        # bundles: manifest refs -> record batches equal to what was ingested
+        rows = {s.stream_id: 0 for s in seg.streams}
+        chunks = {s.stream_id: 0 for s in seg.streams}
+        for index, wal_seq in enumerate(wal_seqs):
+            records, receipt = run.ingested[wal_seq]
+            ts, bitmap = seg.bundles[index]
+            assert ts == receipt.ingestion_time_ns
+            assert bitmap == sum(1 << s for s in records.slots)
+            stored = seg.bundle(index)
+            assert sorted(stored) == sorted(records.slots)
+            for (stream_id, batch, row, count), slot in zip(seg.refs[index], sorted(records.slots)):
+                stream = seg.streams[stream_id]
+                # small chunks are concatenated into one record batch, in arrival order
+                assert (batch, row) == (0, rows[stream_id])
+                assert stream.slot == slot and stream.fingerprint == records.fingerprints[slot]
+                assert values(stored[slot]) == values(records.slots[slot])
+                rows[stream_id] += count
+                chunks[stream_id] += 1
+            assert same_telemetry(decoder.decode_records(RecordBundle(stored)), run.plain[wal_seq])
+
+        # directory statistics recomputed from the slices
+        for s in seg.streams:
+            assert (s.rows, s.chunks, s.batches) == (rows[s.stream_id], chunks[s.stream_id], 1)
+            rep = seg.schemas[s.slot]
+            assert s.present == [name in s.reader.schema.names for name in rep.names]
+            table = s.reader.read_all()
+            if s.slot in event_columns:
+                col = pa.chunked_array(
+                    [column(b, event_columns[s.slot]).cast(pa.int64()) for b in table.to_batches()]
+                )
+                assert s.flags & 1
+                assert (s.event_min, s.event_max) == (
+                    pa.compute.min(col).as_py(),
+                    pa.compute.max(col).as_py(),
+                )
+            else:
+                assert s.flags == 0
+        # representative schema: every stream's columns, in order of first appearance
+        for slot, rep in seg.schemas.items():
+            names_seen: list[str] = []
+            for s in seg.streams:
+                if s.slot == slot:
+                    names_seen += [n for n in s.reader.schema.names if n not in names_seen]
+            assert rep.names == names_seen
+            for f in rep:
+                if any(f.name not in s.reader.schema.names for s in seg.streams if s.slot == slot):
+                    assert f.nullable, f"slot {slot}: {f.name} is absent from a stream"
+
+
+def test_ack_log_and_checkpoint(run: Run) -> None:
+    for phase in ("acks", "closed"):
+        snap = run.snapshots[phase]
+        on_disk = {int(Path(k).stem): 6 for k in snap if k.endswith(".qseg")}
+        assert on_disk == {1: 6}, "segment 0 was resolved by every subscriber and deleted"
+        ckpt = parse_checkpoint(snap["ack.checkpoint"])
+        logs = {}
+        for name, data in snap.items():
+            if name.startswith("ack.log"):
+                generation, _ = parse_ack_log(data)
+                assert name == "ack.log" or name == f"ack.log.{generation}"
+                logs[generation] = data
+        assert ckpt.replay_generation in logs and ckpt.replay_offset >= ACK_HEADER_SIZE
+        # 24 records with a checkpoint every 10: generations 1, 2, 3 (and 4 after the close)
+        assert sorted(logs) == [3 if phase == "acks" else 4]
+        assert ckpt.max_seen_seq == 1 and ckpt.next_sub_id == 3
+        assert 1 in ckpt.segments and ckpt.segments.items() <= {0: 6, 1: 6}.items()
+        assert TEST_START_NS <= ckpt.created_ns <= time.time_ns()
+        assert set(ckpt.subscribers) == {"alpha", "beta"}
+        resolved = replay_resolved(ckpt, logs, on_disk)
+        assert {name: {r for r in got if r[0] in on_disk} for name, got in resolved.items()} == {
+            name: {r for r in got if r[0] in on_disk} for name, got in run.acked.items()
+        }
+    # the closed store: one ack.log right after a checkpoint that points at its header's end
+    closed = run.snapshots["closed"]
+    generation, records = parse_ack_log(closed["ack.log"])
+    ckpt = parse_checkpoint(closed["ack.checkpoint"])
+    assert (ckpt.replay_generation, ckpt.replay_offset, records) == (generation, ACK_HEADER_SIZE, [])
+    assert ckpt.segments == {1: 6}
+    alpha, beta = ckpt.subscribers["alpha"], ckpt.subscribers["beta"]
+    assert (alpha["mark"], alpha["done"], alpha["partial"]) == (0, [], {1: [0, 1, 3, 4, 5]})
+    assert (beta["mark"], beta["done"], beta["partial"]) == (0, [], {})
+    assert alpha["flags"] == beta["flags"] == 0 and alpha["dropped"] == beta["dropped"] == 0
+    assert (alpha["sub_id"], beta["sub_id"]) == (0, 1)
+
+
+def test_ack_log_records(tmp_path: Path) -> None:
+    """Every record type, with the exact fields the calls that produced them imply."""
+    root = tmp_path / "acks"
+    config = StoreConfig(
+        segment=SegmentConfig(max_open_duration=3600.0),
+        retention=RetentionConfig(max_age=0.4, maintenance_interval=0.05),
+        subscribers=SubscriberConfig(orphan_timeout=0.2),
+    )
+    with QuiverStore.open(root, config) as store:
+        for i in range(2):
+            store.ingest(RecordBundle({0: pa.record_batch({"x": pa.array([i], pa.int64())})}))
+        store.flush()
+        a, _ = store.subscribe("a"), store.subscribe("b")
+        store.subscribe("c")
+        store.unsubscribe("c")
+        a.next(timeout=5).ack()
+        a.next(timeout=5).nack()
+        deadline = time.monotonic() + 10
+        while store.segments() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not store.segments(), "max_age must have deleted segment 0"
+        data = (root / "ack.log").read_bytes()
+    generation, records = parse_ack_log(data)
+    assert generation == 1
+    head = [(r.type, r.fields) for r in records[:7]]
+    ts = [r.fields[2] if r.type == ACK_SUBSCRIBE else r.fields[-1] for r in records[1:7]]
+    assert all(TEST_START_NS <= t <= time.time_ns() for t in ts)
+    assert head == [
+        (ACK_SEGMENT, (0, 2)),
+        (ACK_SUBSCRIBE, (0, -1, ts[0], "a")),
+        (ACK_SUBSCRIBE, (1, -1, ts[1], "b")),
+        (ACK_SUBSCRIBE, (2, -1, ts[2], "c")),
+        (ACK_UNSUBSCRIBE, (2, ts[3])),
+        (ACK_OUTCOME, (0, 0, 0, OUTCOME_ACK, ts[4])),
+        (ACK_OUTCOME, (0, 0, 1, OUTCOME_NACK, ts[5])),
+    ]
+    tail = {(r.type, r.fields[:-1]) for r in records[7:]}
+    assert len(tail) == len(records) - 7
+    assert tail == {
+        (ACK_ORPHANED, (0,)),
+        (ACK_ORPHANED, (1,)),
+        (ACK_OUTCOME, (0, 0, 1, OUTCOME_DROPPED)),
+        (ACK_OUTCOME, (1, 0, 0, OUTCOME_DROPPED)),
+        (ACK_OUTCOME, (1, 0, 1, OUTCOME_DROPPED)),
+    }
+
+
+@pytest.mark.parametrize("signal", ["logs", "traces", "metrics"])
+def test_envelope_file(tmp_path: Path, signal: str) -> None:
+    path = tmp_path / f"{signal}.otap"
+    encoder = Encoder(signal, EncoderConfig(ipc_compression="zstd"))
+    inputs = list(otap_model.generate(signal, 1_000, batch_size=250, seed=5))
+    with path.open("wb") as out:
+        write_envelopes(out, (encoder.encode(b) for b in inputs))
+    messages = parse_envelope_file(path.read_bytes())
+    assert [m[0] for m in messages] == list(range(len(inputs)))
+    parents = {r.child: r.parent for r in relations(Signal(signal))}
+    streams = EnvelopeStreams()
+    created: list[str] = []
+    for (batch_id, payloads), bundle in zip(messages, inputs, strict=True):
+        types = [pt for _, pt, _ in payloads]
+        assert types[0] == ROOT_PAYLOAD[Signal(signal)] and sorted(types) == sorted(bundle.tables)
+        for i, pt in enumerate(types):
+            assert pt not in parents or parents[pt] in types[:i], f"{pt} before its parent"
+        decoder = Decoder()
+        slots = {}
+        for schema_id, ptype, record in payloads:
+            if schema_id not in created:
+                created.append(schema_id)
+            slots[ptype] = streams.read(schema_id, ptype, record)
+        assert same_telemetry(decoder.decode_records(RecordBundle(slots)), bundle), batch_id
+    assert created == [str(i) for i in range(len(created))]
