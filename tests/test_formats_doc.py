@@ -29,6 +29,7 @@ from adaptive_arrow.store_layout import OTAP_LAYOUT
 from otap_model.otlp.order import canonical_order
 from otap_model.payload import ROOT_PAYLOAD, Signal, relations
 from quiver_store import (
+    DEFAULT_LAYOUT,
     QuiverStore,
     RecordBundle,
     RetentionConfig,
@@ -133,6 +134,7 @@ class WalEntry:
     sequence: int
     slot_bitmap: int
     blocks: list[SlotBlock]
+    size: int  # bytes on disk: entry_len + 8
 
 
 @dataclass
@@ -183,7 +185,7 @@ def parse_wal_frame(data: bytes, pos: int) -> WalEntry:
         assert batch.num_rows == rows
         blocks.append(SlotBlock(slot, pt, fp, rows, batch))
     assert cur.pos == end, f"frame at {pos}: slot blocks end at {cur.pos}, entry_len says {end}"
-    return WalEntry(pos, entry_type, ts, seq, bitmap, blocks)
+    return WalEntry(pos, entry_type, ts, seq, bitmap, blocks, entry_len + 8)
 
 
 def parse_wal_file(data: bytes, *, active: bool, start: int = WAL_HEADER_SIZE) -> WalFile:
@@ -197,7 +199,7 @@ def parse_wal_file(data: bytes, *, active: bool, start: int = WAL_HEADER_SIZE) -
             break  # zero-filled tail: the end of the log
         entry = parse_wal_frame(data, pos)
         entries.append(entry)
-        pos += 4 + struct.unpack_from("<I", data, pos)[0] + 4
+        pos += entry.size
     assert pos <= len(data)
     return WalFile(cfg_hash, entries, pos)
 
@@ -276,6 +278,25 @@ def dictionary_fields(typ: pa.DataType) -> int:
     return sum(dictionary_fields(typ.field(i).type) for i in range(typ.num_fields))
 
 
+def widest(types: list[pa.DataType]) -> pa.DataType:
+    """The representative type of a column (the cases this run produces): structs merged field by
+    field (a field absent from one is nullable), plain over dictionary, the wider index."""
+    if all(pa.types.is_struct(t) for t in types):
+        names = list(dict.fromkeys(f.name for t in types for f in t))
+        fields = []
+        for name in names:
+            found = [t.field(name) for t in types if t.get_field_index(name) >= 0]
+            nullable = len(found) < len(types) or any(f.nullable for f in found)
+            fields.append(pa.field(name, widest([f.type for f in found]), nullable, found[0].metadata))
+        return pa.struct(fields)
+    plain = [t for t in types if not pa.types.is_dictionary(t)]
+    if plain:
+        assert all(t == plain[0] for t in plain)
+        return plain[0]
+    assert len({t.value_type for t in types}) == 1
+    return max(types, key=lambda t: t.index_type.bit_width)
+
+
 def column(batch: pa.RecordBatch, dotted: str) -> pa.Array:
     parts = dotted.split(".")
     arr = batch.column(parts[0])
@@ -340,9 +361,13 @@ def parse_segment(data: bytes) -> Segment:
     # metadata section
     mc = Cursor(metadata)
     jlen = mc.one("I")
-    meta = json.loads(mc.raw(jlen).decode("utf-8"))
-    assert set(meta) == {"metadata", "event_time_columns"}
-    assert list(meta["metadata"]) == sorted(meta["metadata"])
+    text = mc.raw(jlen)
+    meta = json.loads(text.decode("utf-8"))
+    canonical = {
+        "metadata": dict(sorted(meta["metadata"].items())),
+        "event_time_columns": dict(sorted(meta["event_time_columns"].items(), key=lambda kv: int(kv[0]))),
+    }
+    assert text == json.dumps(canonical, separators=(",", ":")).encode(), "canonical JSON"
     pad_to = align(mc.pos, 8)
     assert_zero(metadata, mc.pos, pad_to, "metadata JSON")
     mc.pos = pad_to
@@ -365,6 +390,7 @@ def parse_segment(data: bytes) -> Segment:
     dc = Cursor(directory)
     for i in range(n):
         s = Stream(*dc.take("IHH32sQQQIIIIqq"))
+        assert dc.pos == SEG_DIR_ENTRY * (i + 1)
         assert s.stream_id == i and s.slot < 64 and s.flags in (0, 1)
         if not s.flags & 1:
             assert s.event_min == 0 and s.event_max == 0
@@ -408,6 +434,8 @@ def parse_segment(data: bytes) -> Segment:
     for _, bitmap in bundles:
         refs.append([bc.take("IIII") for _ in range(bin(bitmap).count("1"))])
     assert bc.pos == len(manifest), "manifest not consumed to its end"
+    first_seen = list(dict.fromkeys(stream_id for bundle_refs in refs for stream_id, *_ in bundle_refs))
+    assert first_seen == list(range(n)), "stream ids follow first appearance"
     return Segment(footer["seq"], streams, bundles, refs, meta, schemas, footer)
 
 
@@ -764,8 +792,16 @@ def test_wal_files(run: Run, phase: str) -> None:
                 assert block.fingerprint == records.fingerprints[block.slot]
                 assert values(block.batch) == values(records.slots[block.slot])
             seen.append(entry.sequence)
-    # sequences continue +1 per entry across generations, from the first not yet in a segment
-    # from the sidecar's point on: the entries not yet in a segment file
+    # a file rotates before a write that would take it past rotation_size, unless it holds
+    # nothing but its header (that write then makes it longer)
+    whole = {gens[n]: parse_wal_file(d, active=n == "quiver.wal") for n, d in files.items()}
+    for g, wal in whole.items():
+        if g + 1 in whole:
+            first_frame = whole[g + 1].entries[0].size
+            assert wal.end + first_frame > 48 << 10
+            assert wal.end <= 48 << 10 or len(wal.entries) == 1
+    # sequences continue +1 per entry across generations, from the sidecar's point on: the
+    # entries not yet in a segment file
     assert seen == {"wal-logs": list(range(6)), "wal-traces": list(range(6, 12)), "segments": []}[phase]
 
 
@@ -828,6 +864,7 @@ def test_segment_files(run: Run) -> None:
                 # small chunks are concatenated into one record batch, in arrival order
                 assert (batch, row) == (0, rows[stream_id])
                 assert stream.slot == slot and stream.fingerprint == records.fingerprints[slot]
+                assert stream.reader.schema.equals(records.slots[slot].schema, check_metadata=True)
                 assert values(stored[slot]) == values(records.slots[slot])
                 rows[stream_id] += count
                 chunks[stream_id] += 1
@@ -857,9 +894,82 @@ def test_segment_files(run: Run) -> None:
                 if s.slot == slot:
                     names_seen += [n for n in s.reader.schema.names if n not in names_seen]
             assert rep.names == names_seen
+            schemas = [s.reader.schema for s in seg.streams if s.slot == slot]
             for f in rep:
-                if any(f.name not in s.reader.schema.names for s in seg.streams if s.slot == slot):
+                if any(f.name not in schema.names for schema in schemas):
                     assert f.nullable, f"slot {slot}: {f.name} is absent from a stream"
+                assert f.type == widest(
+                    [schema.field(f.name).type for schema in schemas if f.name in schema.names]
+                )
+
+
+def dict_array(indices: list[int], dictionary: list[str], index_type: str = "uint8") -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(indices, index_type), pa.array(dictionary))
+
+
+def test_wal_dictionary_cut_and_segment_unification(tmp_path: Path) -> None:
+    """What the WAL and segment sections say about dictionaries and record batch coalescing."""
+    big = [f"value-{i:08d}" for i in range(20_000)]  # 280 KB of values: at least 64 KiB
+    v, w = [f"v{i}" for i in range(200)], [f"w{i}" for i in range(200)]
+    x, y = [f"x{i}" for i in range(150)], [f"y{i}" for i in range(150)]
+    slots = [
+        {0: dict_array([1, 1, 0], ["a", "b", "z"])},
+        {0: dict_array([0, 2], ["c", "a", "b"])},
+        {0: dict_array(list(range(200)), v)},
+        {0: dict_array(list(range(200)), w)},  # 404 entries > max_dictionary_size: rotates
+        {3: dict_array(list(range(150)), x)},
+        {3: dict_array(list(range(150)), y)},  # 300 entries: index widened u8 -> u16
+        {1: pa.array(range(30_000), pa.int32())},
+        {1: pa.array(range(30_000), pa.int32())},
+        {1: pa.array(range(30_000), pa.int32())},  # 90,000 rows > 65,536: a new record batch
+        {2: pa.array(range(40_000), pa.int64())},  # 320 KB >= 256 KiB: a batch of its own
+        {2: pa.array(range(10), pa.int64())},
+        {4: dict_array(list(range(0, 20_000, 1_000)), big, "uint16")},  # 20 of 20,000 referenced
+        {4: dict_array(list(range(20_000)), big, "uint16")},  # all referenced
+    ]
+    bundles = [RecordBundle({s: pa.record_batch({"c": arr}) for s, arr in b.items()}) for b in slots]
+    root = tmp_path / "store"
+    config = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0, max_dictionary_size=300)
+    )
+    with QuiverStore.open(root, config) as store:
+        for b in bundles:
+            store.ingest(b)
+        wal = parse_wal_file((root / "wal" / "quiver.wal").read_bytes(), active=True)
+        store.flush()
+        seg = parse_segment((root / "segments" / f"{0:016d}.qseg").read_bytes())
+
+    assert wal.cfg_hash == blake3.blake3(DEFAULT_LAYOUT.canonical_bytes()).digest()[:16]
+    logged = [e.blocks[0].batch.column(0) for e in wal.entries]
+    assert [values(e.blocks[0].batch) for e in wal.entries] == [
+        values(b.slots[s]) for b in bundles for s in b.slots
+    ]
+    assert logged[11].dictionary.to_pylist() == big[::1_000]  # cut to the referenced, in order
+    assert logged[11].indices.to_pylist() == list(range(20))
+    assert logged[12].dictionary.equals(pa.array(big))  # all referenced: logged as given
+    assert logged[4].equals(bundles[4].slots[3].column(0))  # small: as given
+
+    def stream(i: int) -> tuple[int, bytes, list[int], pa.Array | None]:
+        s = seg.streams[i]
+        batches = [s.reader.get_batch(k) for k in range(s.batches)]
+        col = s.reader.schema.field(0).type
+        dictionary = batches[0].column(0).dictionary if pa.types.is_dictionary(col) else None
+        for b in batches[1:]:
+            assert dictionary is None or b.column(0).dictionary.equals(dictionary)
+        return s.slot, s.fingerprint, [b.num_rows for b in batches], dictionary
+
+    fp = {s: b.fingerprints[s] for b in bundles for s in b.slots}
+    assert stream(0) == (0, fp[0], [205], pa.array(["a", "b", "z", "c", *v]))  # union, first appearance
+    assert stream(1) == (0, fp[0], [200], pa.array(w))  # the rotated stream: next id, same fingerprint
+    assert stream(2)[:3] == (3, fp[3], [300]) and stream(2)[3].equals(pa.array(x + y))
+    assert seg.streams[2].reader.schema.field(0).type.index_type == pa.uint16()
+    assert stream(3) == (1, fp[1], [60_000, 30_000], None)
+    assert stream(4) == (2, fp[2], [40_000, 10], None)
+    assert stream(5)[:3] == (4, fp[4], [20_020]) and stream(5)[3].equals(pa.array(big))
+    for index, bundle in enumerate(bundles):
+        assert {s: values(b) for s, b in seg.bundle(index).items()} == {
+            s: values(b) for s, b in bundle.slots.items()
+        }
 
 
 def test_ack_log_and_checkpoint(run: Run) -> None:
@@ -913,17 +1023,28 @@ def test_ack_log_records(tmp_path: Path) -> None:
         a, _ = store.subscribe("a"), store.subscribe("b")
         store.subscribe("c")
         store.unsubscribe("c")
+        store.subscribe("d", start="latest")
         a.next(timeout=5).ack()
         a.next(timeout=5).nack()
         deadline = time.monotonic() + 10
         while store.segments() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not store.segments(), "max_age must have deleted segment 0"
+        store.subscribe("a")  # the return of an orphan
         data = (root / "ack.log").read_bytes()
     generation, records = parse_ack_log(data)
+    returned = records.pop()
+    assert returned.type == ACK_SUBSCRIBE and returned.fields[::3] == (0, "a")
+    ckpt = parse_checkpoint((root / "ack.checkpoint").read_bytes())
+    assert (ckpt.replay_generation, ckpt.replay_offset) == (2, ACK_HEADER_SIZE)
+    assert (ckpt.max_seen_seq, ckpt.next_sub_id, ckpt.segments) == (0, 4, {})
+    subs = {
+        n: (sub["sub_id"], sub["flags"], sub["mark"], sub["dropped"]) for n, sub in ckpt.subscribers.items()
+    }
+    assert subs == {"a": (0, 0, 0, 1), "b": (1, 1, 0, 2), "d": (3, 1, 0, 0)}  # flags bit 0: orphaned
     assert generation == 1
-    head = [(r.type, r.fields) for r in records[:7]]
-    ts = [r.fields[2] if r.type == ACK_SUBSCRIBE else r.fields[-1] for r in records[1:7]]
+    head = [(r.type, r.fields) for r in records[:8]]
+    ts = [r.fields[2] if r.type == ACK_SUBSCRIBE else r.fields[-1] for r in records[1:8]]
     assert all(TEST_START_NS <= t <= time.time_ns() for t in ts)
     assert head == [
         (ACK_SEGMENT, (0, 2)),
@@ -931,14 +1052,16 @@ def test_ack_log_records(tmp_path: Path) -> None:
         (ACK_SUBSCRIBE, (1, -1, ts[1], "b")),
         (ACK_SUBSCRIBE, (2, -1, ts[2], "c")),
         (ACK_UNSUBSCRIBE, (2, ts[3])),
-        (ACK_OUTCOME, (0, 0, 0, OUTCOME_ACK, ts[4])),
-        (ACK_OUTCOME, (0, 0, 1, OUTCOME_NACK, ts[5])),
+        (ACK_SUBSCRIBE, (3, 0, ts[4], "d")),  # latest: the mark is the newest segment
+        (ACK_OUTCOME, (0, 0, 0, OUTCOME_ACK, ts[5])),
+        (ACK_OUTCOME, (0, 0, 1, OUTCOME_NACK, ts[6])),
     ]
-    tail = {(r.type, r.fields[:-1]) for r in records[7:]}
-    assert len(tail) == len(records) - 7
+    tail = {(r.type, r.fields[:-1]) for r in records[8:]}
+    assert len(tail) == len(records) - 8
     assert tail == {
         (ACK_ORPHANED, (0,)),
         (ACK_ORPHANED, (1,)),
+        (ACK_ORPHANED, (3,)),
         (ACK_OUTCOME, (0, 0, 1, OUTCOME_DROPPED)),
         (ACK_OUTCOME, (1, 0, 0, OUTCOME_DROPPED)),
         (ACK_OUTCOME, (1, 0, 1, OUTCOME_DROPPED)),
