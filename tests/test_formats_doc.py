@@ -940,6 +940,7 @@ def test_wal_dictionary_cut_and_segment_unification(tmp_path: Path) -> None:
         seg = parse_segment((root / "segments" / f"{0:016d}.qseg").read_bytes())
 
     assert wal.cfg_hash == blake3.blake3(DEFAULT_LAYOUT.canonical_bytes()).digest()[:16]
+    assert seg.meta["event_time_columns"] == {} and seg.meta["metadata"]["quiver.layout"] == "generic"
     logged = [e.blocks[0].batch.column(0) for e in wal.entries]
     assert [values(e.blocks[0].batch) for e in wal.entries] == [
         values(b.slots[s]) for b in bundles for s in b.slots
