@@ -10,6 +10,7 @@ every parser must consume its file exactly to its end (or to the documented zero
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import struct
@@ -38,6 +39,7 @@ from quiver_store import (
     SubscriberConfig,
     WalConfig,
 )
+from quiver_store.fs import FileSystem
 
 # ---------------------------------------------------------------------------------------------
 # Constants as docs/formats.md states them.
@@ -901,6 +903,76 @@ def test_segment_files(run: Run) -> None:
                 assert f.type == widest(
                     [schema.field(f.name).type for schema in schemas if f.name in schema.names]
                 )
+
+
+class NoPunchFileSystem(FileSystem):
+    """A file system without hole punching: the WAL reclaims its prefix by rewriting."""
+
+    def punch_hole(self, fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "hole punching not supported")
+
+
+@pytest.mark.parametrize("punch", [True, False])
+def test_wal_prefix_reclaim(tmp_path: Path, punch: bool) -> None:
+    """Once 1 MiB of the active file is in segments: a punched hole [30, point), or a rewrite."""
+    root = tmp_path / "store"
+    config = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
+        wal=WalConfig(rotation_size=8 << 20),
+    )
+    payload = pa.record_batch({"x": pa.array(range(40_000), pa.int64())})  # 320 KB per entry
+    with QuiverStore.open(root, config, fs=FileSystem() if punch else NoPunchFileSystem()) as store:
+        for _ in range(4):
+            store.ingest(RecordBundle({0: payload}))
+        store.flush()
+        covered, _ = parse_small_file((root / "wal" / "truncate.offset").read_bytes(), SIDECAR_MAGIC)
+        receipt = store.ingest(RecordBundle({1: payload.slice(0, 10)}))  # reclaims, then appends
+        data = (root / "wal" / "quiver.wal").read_bytes()
+        point, generation = parse_small_file((root / "wal" / "truncate.offset").read_bytes(), SIDECAR_MAGIC)
+        stats = store.stats()
+    assert generation == receipt.wal_generation == 0 and covered > 1 << 20
+    # the receipt's offset is logical: the physical one plus what rewrites of the file dropped
+    assert receipt.wal_offset == covered
+    if punch:
+        assert (stats["holes_punched"], stats["rewrites"]) == (1, 0) and point == covered
+        assert_zero(data, WAL_HEADER_SIZE, point, "punched prefix")  # a hole reads as zeros
+    else:  # the tail behind a fresh header, the sidecar at offset 30 of the same generation
+        assert (stats["holes_punched"], stats["rewrites"]) == (0, 1) and point == WAL_HEADER_SIZE
+    wal = parse_wal_file(data, active=True, start=point)
+    assert [(e.sequence, e.offset) for e in wal.entries] == [(4, point)]  # right after the prefix
+
+
+def test_direct_bundle_has_a_sequence_but_no_wal_entry(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    config = StoreConfig(
+        segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
+        wal=WalConfig(direct_bundle_size=100_000),
+    )
+    big = RecordBundle({0: pa.record_batch({"x": pa.array(range(20_000), pa.int64())})})
+    with QuiverStore.open(root, config) as store:
+        receipts = [store.ingest(RecordBundle({0: big.slots[0].slice(0, 5)})), store.ingest(big)]
+        receipts.append(store.ingest(RecordBundle({0: big.slots[0].slice(0, 7)})))
+        wal = parse_wal_file((root / "wal" / "quiver.wal").read_bytes(), active=True)
+        store.flush()
+        segments = [parse_segment(p.read_bytes()) for p in sorted((root / "segments").glob("*.qseg"))]
+    assert [r.sequence for r in receipts] == [0, 1, 2]
+    assert receipts[1].wal_offset is None and receipts[1].segment_sequence == 1
+    assert [e.sequence for e in wal.entries] == [0, 2]
+    described = [
+        (
+            seg.seq,
+            seg.meta["metadata"]["quiver.finalize_reason"],
+            int(seg.meta["metadata"]["quiver.wal.first_sequence"]),
+            int(seg.meta["metadata"]["quiver.wal.last_sequence"]),
+            [rows for *_, rows in (ref for refs in seg.refs for ref in refs)],
+        )
+        for seg in segments
+    ]
+    assert described == [
+        (0, "direct bundle", 0, 0, [5]),
+        (1, "direct", 1, 1, [20_000]),
+        (2, "flush", 2, 2, [7]),
+    ]
 
 
 def dict_array(indices: list[int], dictionary: list[str], index_type: str = "uint8") -> pa.Array:
