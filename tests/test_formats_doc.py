@@ -669,6 +669,15 @@ class Run:
     layout_hash: bytes
 
 
+def wait_for_zero_tail(root: Path) -> None:
+    """The preallocator writes the zero tail in the background: wait until the active file has one."""
+    active = root / "wal" / "quiver.wal"
+    end = parse_wal_file(active.read_bytes(), active=True).end
+    deadline = time.monotonic() + 10
+    while active.stat().st_size <= end and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes()
@@ -696,6 +705,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                 receipt = store.ingest(records)
                 ingested[receipt.sequence] = (records, receipt)
                 plain[receipt.sequence] = bundle
+            wait_for_zero_tail(root)
             snaps[f"wal-{signal}"] = snapshot(root)
             store.flush()
         snaps["segments"] = snapshot(root)
