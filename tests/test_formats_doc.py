@@ -692,7 +692,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     config = StoreConfig(
         segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
         wal=WalConfig(rotation_size=48 << 10, max_chunks=64, preallocate=8 << 10),
-        subscribers=SubscriberConfig(ack_log_checkpoint_interval=10),
+        # no redelivery of the nacked bundle while the test runs
+        subscribers=SubscriberConfig(
+            ack_log_checkpoint_interval=10, nack_backoff_initial=600.0, nack_backoff_max=600.0
+        ),
     )
     ingested: dict[int, tuple[RecordBundle, object]] = {}
     plain: dict[int, object] = {}
@@ -1096,8 +1099,8 @@ def test_ack_log_records(tmp_path: Path) -> None:
     root = tmp_path / "acks"
     config = StoreConfig(
         segment=SegmentConfig(max_open_duration=3600.0),
-        retention=RetentionConfig(max_age=0.4, maintenance_interval=0.05),
-        subscribers=SubscriberConfig(orphan_timeout=0.2),
+        retention=RetentionConfig(max_age=1.0, maintenance_interval=0.05),
+        subscribers=SubscriberConfig(orphan_timeout=0.5),
     )
     with QuiverStore.open(root, config) as store:
         for i in range(2):
@@ -1113,6 +1116,15 @@ def test_ack_log_records(tmp_path: Path) -> None:
         while store.segments() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not store.segments(), "max_age must have deleted segment 0"
+        while time.monotonic() < deadline:  # every subscriber left is orphaned
+            orphaned = {
+                r.fields[0]
+                for r in parse_ack_log((root / "ack.log").read_bytes())[1]
+                if r.type == ACK_ORPHANED
+            }
+            if orphaned == {0, 1, 3}:
+                break
+            time.sleep(0.05)
         store.subscribe("a")  # the return of an orphan
         data = (root / "ack.log").read_bytes()
     generation, records = parse_ack_log(data)
