@@ -3,9 +3,13 @@
 Every parser here was written from docs/formats.md (not from the implementation), with only the
 standard library, pyarrow (for the parts the document calls Arrow IPC), crc32c and blake3. The
 store is driven through its public API with small configs so that WAL rotation, the zero tail,
-segment finalisation, the truncate sidecar, the sequence floor, subscriber outcomes and ack log
-checkpoints all happen; the files are copied while the store runs and parsed field by field, and
-every parser must consume its file exactly to its end (or to the documented zero tail).
+prefix reclaim, segment finalisation, the truncate sidecar, the sequence floor, subscriber
+outcomes and ack log checkpoints all happen (a FileSystem without hole punching forces the WAL
+rewrite); the files are copied while the store runs and parsed field by field, checksums are
+recomputed, the Arrow data is compared with what was ingested (OTAP data also decoded back to
+the generator's tables), and every parser must consume its file exactly to its end (or to the
+documented zero tail). Changing any documented constant below makes a test fail, except the two
+lower bounds (WAL_ENTRY_MIN_LEN, SEG_MIN_SIZE), which no file the store writes reaches.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from otap_model.otlp.order import canonical_order
 from otap_model.payload import ROOT_PAYLOAD, Signal, relations
 from quiver_store import (
     DEFAULT_LAYOUT,
+    BundleReceipt,
     QuiverStore,
     RecordBundle,
     RetentionConfig,
@@ -663,8 +668,8 @@ class Run:
     """Byte snapshots of a store taken at chosen moments, and what was ingested."""
 
     snapshots: dict[str, dict[str, bytes]]
-    ingested: dict[int, tuple[RecordBundle, object]]  # WAL sequence -> (bundle, receipt)
-    plain: dict[int, object]  # WAL sequence -> the OtapBundle it encodes
+    ingested: dict[int, tuple[RecordBundle, BundleReceipt]]  # WAL sequence -> (bundle, receipt)
+    plain: dict[int, otap_model.OtapBundle]  # WAL sequence -> the plain tables it encodes
     acked: dict[str, set[tuple[int, int]]]
     layout_hash: bytes
 
@@ -697,8 +702,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
             ack_log_checkpoint_interval=10, nack_backoff_initial=600.0, nack_backoff_max=600.0
         ),
     )
-    ingested: dict[int, tuple[RecordBundle, object]] = {}
-    plain: dict[int, object] = {}
+    ingested: dict[int, tuple[RecordBundle, BundleReceipt]] = {}
+    plain: dict[int, otap_model.OtapBundle] = {}
     snaps: dict[str, dict[str, bytes]] = {}
     with QuiverStore.open(root, config, layout=OTAP_LAYOUT) as store:
         for signal, seed in (("logs", 1), ("traces", 2)):
