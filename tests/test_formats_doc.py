@@ -424,7 +424,9 @@ def parse_segment(data: bytes) -> Segment:
         assert body[:6] == b"ARROW1" and body[-6:] == b"ARROW1"
         s.reader = pa.ipc.open_file(pa.py_buffer(body))
         assert s.reader.num_record_batches == s.batches
-        kinds = [m.type for m in pa.ipc.MessageReader.open_stream(pa.py_buffer(body[8:]))]
+        messages = list(pa.ipc.MessageReader.open_stream(pa.py_buffer(body[8:])))
+        assert {m.metadata_version for m in messages} == {pa.ipc.MetadataVersion.V5}
+        kinds = [m.type for m in messages]
         n_dict = dictionary_fields(pa.struct(list(s.reader.schema)))
         assert kinds == ["schema"] + ["dictionary"] * n_dict + ["record batch"] * s.batches
         pos = s.offset + s.length
