@@ -645,6 +645,7 @@ class EnvelopeStreams:
 
     def __init__(self) -> None:
         self.streams: dict[int, tuple[str, list[bytes]]] = {}
+        self.stats: dict[tuple[int, str], pa.ipc.ReadStats] = {}
 
     def read(self, schema_id: str, ptype: int, record: bytes) -> pa.RecordBatch:
         kinds = ipc_messages(record)  # the record batch is the last message: no end-of-stream
@@ -656,8 +657,10 @@ class EnvelopeStreams:
             current = (schema_id, [])
             self.streams[ptype] = current
         current[1].append(record)
-        batches = list(pa.ipc.open_stream(b"".join(current[1]) + IPC_EOS))
+        reader = pa.ipc.open_stream(b"".join(current[1]) + IPC_EOS)
+        batches = list(reader)
         assert len(batches) == len(current[1])
+        self.stats[ptype, schema_id] = reader.stats  # cumulative over the stream so far
         return batches[-1]
 
 
@@ -962,6 +965,20 @@ def test_wal_prefix_reclaim(tmp_path: Path, punch: bool) -> None:
     assert [(e.sequence, e.offset) for e in wal.entries] == [(4, point)]  # right after the prefix
 
 
+def test_wal_sequence_continues_across_restarts(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    batch = pa.record_batch({"x": pa.array([1, 2], pa.int64())})
+    for reopen in range(3):
+        with QuiverStore.open(root) as store:
+            receipt = store.ingest(RecordBundle({0: batch}))
+            wal = parse_wal_file((root / "wal" / "quiver.wal").read_bytes(), active=True)
+        assert receipt.sequence == reopen
+        assert [(e.sequence, e.offset) for e in wal.entries][-1] == (reopen, receipt.wal_offset)
+    floor = parse_small_file((root / "segments" / "next.seq").read_bytes(), NEXT_SEQ_MAGIC)
+    # three segments; the last reserving write (for segment 2) covered the entries of segments 0, 1
+    assert floor == (3, 2)
+
+
 def test_direct_bundle_has_a_sequence_but_no_wal_entry(tmp_path: Path) -> None:
     root = tmp_path / "store"
     config = StoreConfig(
@@ -1195,3 +1212,5 @@ def test_envelope_file(tmp_path: Path, signal: str) -> None:
             slots[ptype] = streams.read(schema_id, ptype, record)
         assert same_telemetry(decoder.decode_records(RecordBundle(slots)), bundle), batch_id
     assert created == [str(i) for i in range(len(created))]
+    # later messages of a stream send dictionaries as deltas (isDelta) where they only grew
+    assert sum(stats.num_dictionary_deltas for stats in streams.stats.values()) > 0
