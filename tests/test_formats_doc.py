@@ -1214,3 +1214,16 @@ def test_envelope_file(tmp_path: Path, signal: str) -> None:
     assert created == [str(i) for i in range(len(created))]
     # later messages of a stream send dictionaries as deltas (isDelta) where they only grew
     assert sum(stats.num_dictionary_deltas for stats in streams.stats.values()) > 0
+
+
+def test_envelope_file_of_empty_requests(tmp_path: Path) -> None:
+    """An empty request is a message without payloads; batch_id 0 is omitted like any default."""
+    path = tmp_path / "empty.otap"
+    encoder = Encoder("logs")
+    empty = otap_model.from_otlp(b"", signal="logs")
+    with path.open("wb") as out:
+        write_envelopes(out, [encoder.encode(empty), encoder.encode(empty)])
+    data = path.read_bytes()
+    assert data == bytes.fromhex("00000000020000000801")
+    assert parse_envelope_file(data) == [(0, []), (1, [])]
+    assert parse_envelope_file(b"") == []
