@@ -1227,3 +1227,19 @@ def test_envelope_file_of_empty_requests(tmp_path: Path) -> None:
     assert data == bytes.fromhex("00000000020000000801")
     assert parse_envelope_file(data) == [(0, []), (1, [])]
     assert parse_envelope_file(b"") == []
+
+
+def test_ack_log_rotates_past_its_size(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    config = StoreConfig(subscribers=SubscriberConfig(ack_log_rotation_size=100))
+    with QuiverStore.open(root, config) as store:
+        store.ingest(RecordBundle({0: pa.record_batch({"x": pa.array([1], pa.int64())})}))
+        store.flush()
+        sub = store.subscribe("s")
+        log = (root / "ack.log").read_bytes()  # header 24 + SEGMENT 21 + SUBSCRIBE 31 = 76 bytes
+        sub.next(timeout=5).ack()  # + one 34-byte OUTCOME: past 100 bytes, so a checkpoint
+        after = parse_ack_log((root / "ack.log").read_bytes())
+        ckpt = parse_checkpoint((root / "ack.checkpoint").read_bytes())
+    generation, records = parse_ack_log(log)
+    assert (len(log), generation, [r.type for r in records]) == (76, 1, [ACK_SEGMENT, ACK_SUBSCRIBE])
+    assert after == (2, []) and (ckpt.replay_generation, ckpt.replay_offset) == (2, ACK_HEADER_SIZE)
