@@ -54,6 +54,7 @@ META_WAL_FIRST = "quiver.wal.first_sequence"
 META_WAL_LAST = "quiver.wal.last_sequence"
 META_LAYOUT = "quiver.layout"
 META_REASON = "quiver.finalize_reason"
+META_SIGNALS = "quiver.signals"
 RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts, seconds
 FINALIZE_POLL = 0.2  # seconds between checks for a failing finalizer while flush/close wait
 APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
@@ -708,6 +709,9 @@ class QuiverStore:
             META_LAYOUT: self.layout.name,
             META_REASON: sealed.reason,
         }
+        signals = self.layout.signals_of(acc.slot for acc in sealed.segment.streams if acc.rows)
+        if signals:
+            metadata[META_SIGNALS] = ",".join(signals)
         event_cols = {slot: cols[0] for slot, cols in self.layout.event_time_columns if cols}  # type: ignore[misc, union-attr]
         path = segment_path(self.segments_dir, seq)
         info = write_segment(sealed.segment, path, seq, fs=self.fs, metadata=metadata, event_time_columns=event_cols)

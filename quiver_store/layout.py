@@ -8,7 +8,7 @@ header and compared on open. Operational knobs (sizes, durations) are deliberate
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -97,6 +97,13 @@ class Layout:
                 raise ConfigError(
                     f"slot {slot} is not defined by layout {self.name!r} (defined: {sorted(self._slot_labels)})"
                 )
+
+    def signals_of(self, slots: Iterable[int]) -> tuple[str, ...]:
+        """The signal labels of the root slots among `slots`, sorted and distinct: which signals a
+        segment holding those slots carries (recorded in its metadata, so a reader can pick
+        segments without opening their streams)."""
+        roots = dict(cast(tuple, self.root_slots))
+        return tuple(sorted({roots[s] for s in slots if s in roots}))
 
     def canonical_bytes(self) -> bytes:
         """Deterministic JSON of every field; the input of the WAL header hash."""

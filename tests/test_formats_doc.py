@@ -859,9 +859,11 @@ def test_segment_files(run: Run) -> None:
             wal_seqs[-1],
         )
         assert md["quiver.finalize_reason"] == "flush" and md["quiver.layout"] == "otap"
+        assert md["quiver.signals"] == ("logs", "traces")[seq_no]
         assert set(md) == {
             "quiver.finalize_reason",
             "quiver.layout",
+            "quiver.signals",
             "quiver.wal.first_sequence",
             "quiver.wal.last_sequence",
         }

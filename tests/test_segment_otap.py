@@ -70,3 +70,29 @@ def test_real_samples_round_trip_through_one_segment(tmp_path):
             want = adaptive_arrow.Decoder().decode_records(a)
             have = adaptive_arrow.Decoder().decode_records(b)
             assert {pt: t.to_pylist() for pt, t in want.tables.items()} == {pt: t.to_pylist() for pt, t in have.tables.items()}
+
+
+def test_store_segments_name_the_signals_they_hold(tmp_path):
+    """`quiver.signals` in a store-written segment's metadata lists the signals of the root slots
+    holding rows; the generic layout, which names no root slots, writes no such key."""
+    from adaptive_arrow.store_layout import OTAP_LAYOUT
+    from quiver_store import QuiverStore
+
+    def bundle(signal, seed):
+        plain = next(otap_model.generate(signal, 20, batch_size=20, seed=seed))
+        return adaptive_arrow.Encoder(signal).encode_records(plain)
+
+    with QuiverStore.open(tmp_path / "otap", layout=OTAP_LAYOUT) as store:
+        store.ingest(bundle("metrics", 1))
+        store.flush()
+        store.ingest(bundle("traces", 2))
+        store.ingest(bundle("logs", 3))
+        store.flush()
+        signals = [info.metadata.get("quiver.signals") for info in store.segments()]
+    assert signals == ["metrics", "logs,traces"]
+
+    with QuiverStore.open(tmp_path / "generic") as store:
+        store.ingest(RecordBundle({0: bundle("logs", 4).slots[30]}))
+        store.flush()
+        (info,) = store.segments()
+    assert "quiver.signals" not in info.metadata and info.metadata["quiver.layout"] == "generic"
