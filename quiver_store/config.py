@@ -139,7 +139,7 @@ class SubscriberConfig:
     nack_backoff_max: float = 30.0
     nack_backoff_multiplier: float = 2.0
     orphan_timeout: float | None = 24 * 3600.0  # a subscriber absent this long stops pinning data
-    ack_log_checkpoint_interval: int = 10_000  # outcomes between checkpoints of marks and gap sets
+    ack_log_checkpoint_interval: int = 10_000  # ack log records between checkpoints of marks and gap sets
     ack_log_rotation_size: int = 64 * MiB
 
     def __post_init__(self) -> None:
