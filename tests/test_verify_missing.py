@@ -318,3 +318,36 @@ def test_crash_skipping_reserved_segment_numbers(tmp_path, capsys):
         store.ingest(bundle(50))
     assert segment_seqs(tmp_path) == [0, 1, 16]
     assert_clean(tmp_path, capsys)
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["closed", "crashed"])
+def test_direct_bundles_and_their_deletion(tmp_path, capsys, close):
+    """A large bundle skips the WAL for a segment of its own (a WAL sequence without a WAL entry);
+    retention deleting such segments is no loss either."""
+    cfg = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), wal=WalConfig(direct_bundle_size=64 * 1024),
+                      retention=RetentionConfig(maintenance_interval=3600.0))
+    store = QuiverStore.open(tmp_path, cfg)
+    sub = store.subscribe("exporter")
+    for i in range(6):
+        receipt = store.ingest(bundle(i, rows=20_000 if i % 2 else 5))
+        assert (receipt.segment_sequence is not None) == bool(i % 2)
+    store.flush()
+    store.ingest(bundle(7))  # only in the WAL
+    d = sub.next(timeout=5)
+    assert d is not None and d.segment_seq == 0
+    d.ack()  # segment 0 (bundle 0, sealed in front of the first direct bundle) is deleted
+    assert segment_seqs(tmp_path)[0] == 1
+    store.close() if close else store._abandon()
+    assert_clean(tmp_path, capsys)
+
+
+def test_damaged_ack_checkpoint_is_reported(tmp_path, capsys):
+    """verify reads the ack log for evidence; a checkpoint QuiverStore.open would refuse is damage."""
+    root = store_with_segments(tmp_path, 2, subscriber=True)
+    cp = root / "ack.checkpoint"
+    data = bytearray(cp.read_bytes())
+    data[-1] ^= 1
+    cp.write_bytes(bytes(data))
+    code, errors = verify(root, capsys)
+    assert code == 1
+    assert len(errors) == 1 and errors[0].startswith(f"error: {cp} at offset {len(data) - 4}: ack checkpoint failed its CRC32C check")
