@@ -285,7 +285,7 @@ def _missing_segments(spans: dict[int, _Span], acks: _AckEvidence | None, covere
             lo = max(below + 1, covered_floor)
             if lo < first_after:
                 reasons.append(
-                    f"WAL sequences {_seq_range(lo, first_after - 1)} are in no segment file, and segments/next.seq "
+                    f"WAL sequence(s) {_seq_range(lo, first_after - 1)} are in no segment file, and segments/next.seq "
                     f"(wal_covered {covered_floor}) shows no deletion reached them: the store raises it past a "
                     "segment's WAL sequences before it deletes the segment"
                 )
@@ -305,11 +305,14 @@ def _missing_segments(spans: dict[int, _Span], acks: _AckEvidence | None, covere
                 )
                 proof = True
         if proof:
-            first, last = (prev + 1, nxt - 1) if nxt is not None else (registered[0], registered[-1])
+            if registered:  # the numbers the ack log names; others in the gap may be skipped numbers
+                label, first = ", ".join(map(str, registered[:10])) + (" ..." if len(registered) > 10 else ""), registered[0]
+            else:
+                assert nxt is not None
+                label, first = (str(prev + 1) if nxt == prev + 2 else f"among {prev + 1}..{nxt - 1}"), prev + 1
             where = (f"between segments {prev} and {nxt}" if prev >= 0 else f"below segment {nxt}") if nxt is not None else (
                 f"above segment {prev}" if prev >= 0 else "")
-            name = f"segments/{first:016d}{SEGMENT_SUFFIX}" + ("" if first == last else f" .. {last:016d}{SEGMENT_SUFFIX}")
-            out.append((name, f"segment(s) {_seq_range(first, last)} {where} missing: {'; '.join(reasons)}"))
+            out.append((f"segments/{first:016d}{SEGMENT_SUFFIX}", f"segment(s) {label} {where} missing: {'; '.join(reasons)}"))
         if nxt is not None:
             last_wal = spans[nxt].last
             below = None if last_wal is None or below is None else max(below, last_wal)
@@ -389,7 +392,7 @@ def _missing_wal_data(fs: FileSystem, wal_dir: str, files: list[_WalFile], cover
     if after and min(after) > covered + 1:
         out.append((
             "wal/",
-            f"WAL sequences {_seq_range(covered + 1, min(after) - 1)} are in no segment file and no longer in the WAL "
+            f"WAL sequence(s) {_seq_range(covered + 1, min(after) - 1)} are in no segment file and no longer in the WAL "
             f"(the oldest entry recovery reads has sequence {min(after)}; the segments hold sequences up to {covered}): "
             "the WAL only reclaims entries a durable segment holds, so that segment is missing",
         ))

@@ -9,12 +9,13 @@ fresh store.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from quiver_store import QuiverStore, RecordBundle, RetentionConfig, SegmentConfig, StoreConfig, WalConfig
 from quiver_store.cli import main
@@ -95,7 +96,7 @@ def test_missing_segment_between_present_ones(tmp_path, capsys, subscriber, clos
     msg = errors[0]
     assert msg.startswith(f"error: {root / 'segments' / '0000000000000002.qseg'}: segment(s) 2 between segments 1 and 3 missing: ")
     assert ("the ack log registered segment(s) 2" in msg) == close  # the crash came before its commit
-    assert "WAL sequences 4..5 are in no segment file, and segments/next.seq (wal_covered 0) shows no deletion reached them" in msg
+    assert "WAL sequence(s) 4..5 are in no segment file, and segments/next.seq (wal_covered 0) shows no deletion reached them" in msg
     if subscriber and close:
         assert "segment 2: subscriber 'exporter' has not acknowledged 2 of its 2 bundles" in msg
 
@@ -107,7 +108,7 @@ def test_missing_oldest_and_newest_segments(tmp_path, capsys):
     code, errors = verify(root, capsys)
     assert code == 1
     joined = "\n".join(errors)
-    assert "segment(s) 0 below segment 1 missing: the ack log registered segment(s) 0; WAL sequences 0..1 are in no segment file" in joined
+    assert "segment(s) 0 below segment 1 missing: the ack log registered segment(s) 0; WAL sequence(s) 0..1 are in no segment file" in joined
     assert "segment(s) 3 above segment 2 missing: the ack log registered segment(s) 3; segments/next.seq wal_covered 0 is not past their WAL sequences (all above 5)" in joined
     # the newest segment's entries are still in the WAL, before the truncate point: it is ahead of the segments
     assert "wal/truncate.offset: the truncate point (generation 0, offset" in joined
@@ -167,7 +168,7 @@ def test_truncate_point_ahead_of_the_segments_after_the_wal_was_reclaimed(tmp_pa
     code, errors = verify(root, capsys)
     assert code == 1 and len(errors) == 1
     assert "segments/ is missing although wal/truncate.offset exists" in errors[0]
-    assert ("WAL sequences 0..39 are in no segment file and no longer in the WAL (the oldest entry recovery reads has "
+    assert ("WAL sequence(s) 0..39 are in no segment file and no longer in the WAL (the oldest entry recovery reads has "
             "sequence 40; the segments hold sequences up to -1)") in errors[0]
 
 
@@ -351,3 +352,78 @@ def test_damaged_ack_checkpoint_is_reported(tmp_path, capsys):
     code, errors = verify(root, capsys)
     assert code == 1
     assert len(errors) == 1 and errors[0].startswith(f"error: {cp} at offset {len(data) - 4}: ack checkpoint failed its CRC32C check")
+
+
+# -- random histories ---------------------------------------------------------------------------------
+STEPS = st.lists(
+    st.sampled_from(["ingest", "ingest", "flush", "ack", "ack_all", "nack", "maintain", "late", "reopen", "crash"]),
+    min_size=3,
+    max_size=14,
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS, crash_at_end=st.booleans(), pick=st.integers(0, 63))
+def test_random_histories_verify_clean_and_an_owed_segment_is_missed(tmp_path_factory, capsys, steps, crash_at_end, pick):
+    """Ingest, flush, ack, nack, retention, late subscribers, reopen and crash in any order: verify is
+    clean. Then removing a segment the first subscriber still waits for (store closed) is flagged."""
+    root = tmp_path_factory.mktemp("history")
+    store = QuiverStore.open(root, NO_TICK)
+    sub = store.subscribe("exporter")
+    n = 0
+    for step in steps:
+        if step == "ingest":
+            store.ingest(bundle(n))
+            n += 1
+        elif step == "flush":
+            store.flush()
+        elif step in ("ack", "ack_all", "nack"):
+            while (d := sub.next(timeout=0)) is not None:
+                d.nack() if step == "nack" else d.ack()
+                if step != "ack_all":
+                    break
+        elif step == "maintain":
+            store.maintain()
+        elif step == "late":
+            store.subscribe(f"late{n}")
+        else:
+            store.close() if step == "reopen" else store._abandon()
+            store = QuiverStore.open(root, NO_TICK)
+            sub = store.subscribe("exporter")
+    store.flush()
+    store._abandon() if crash_at_end else store.close()
+    assert_clean(root, capsys)
+
+    with QuiverStore.open(root, NO_TICK) as store:  # a clean close records every segment in the checkpoint
+        registry = store._hub.registry
+        exporter = registry._by_name("exporter")
+        owed = [s.seq for s in store.segments() if exporter.unresolved(s.seq, registry.catalog)]
+    if not owed:
+        return
+    victim = owed[pick % len(owed)]
+    seg(root, victim).unlink()
+    code, errors = verify(root, capsys)
+    assert code == 1
+    assert any(f"segment(s) {victim} " in e and "missing" in e for e in errors), errors
+
+
+def test_missing_segment_next_to_skipped_numbers_is_named_as_a_range(tmp_path, capsys):
+    """A crash skipped numbers 2..15; after the reopen segments 16 and 17 were written and the store
+    crashed before the ack log committed their records. With 16 gone, its number is unknown: it is
+    one of 2..16, and the WAL sequences between segments 1 and 17 prove something is lost."""
+    store_with_segments(tmp_path, 2, close=False)
+    store = QuiverStore.open(tmp_path, QUIET)
+    for i in range(2):
+        store.ingest(bundle(50 + i))
+        store.flush()
+    store._abandon()
+    assert segment_seqs(tmp_path) == [0, 1, 16, 17]
+    assert_clean(tmp_path, capsys)
+    seg(tmp_path, 16).unlink()
+    code, errors = verify(tmp_path, capsys)
+    assert code == 1
+    assert errors == [
+        f"error: {seg(tmp_path, 2)}: segment(s) among 2..16 between segments 1 and 17 missing: WAL sequence(s) 4 are "
+        "in no segment file, and segments/next.seq (wal_covered 4) shows no deletion reached them: the store raises "
+        "it past a segment's WAL sequences before it deletes the segment"
+    ]
