@@ -290,9 +290,9 @@ def _missing_segments(spans: dict[int, _Span], acks: _AckEvidence | None, covere
                     "segment's WAL sequences before it deletes the segment"
                 )
                 proof = True
+        named = ", ".join(map(str, registered[:10])) + (" ..." if len(registered) > 10 else "")
         if registered:
-            more = " ..." if len(registered) > 10 else ""
-            reasons.insert(0, f"the ack log registered segment(s) {', '.join(map(str, registered[:10]))}{more}")
+            reasons.insert(0, f"the ack log registered segment(s) {named}")
             owed = [f"segment {s}: {why}" for s in registered for why in _owed(acks, s)] if acks else []
             if owed:
                 reasons.append("; ".join(owed[:5]) + (" ..." if len(owed) > 5 else "")
@@ -306,7 +306,7 @@ def _missing_segments(spans: dict[int, _Span], acks: _AckEvidence | None, covere
                 proof = True
         if proof:
             if registered:  # the numbers the ack log names; others in the gap may be skipped numbers
-                label, first = ", ".join(map(str, registered[:10])) + (" ..." if len(registered) > 10 else ""), registered[0]
+                label, first = named, registered[0]
             else:
                 assert nxt is not None
                 label, first = (str(prev + 1) if nxt == prev + 2 else f"among {prev + 1}..{nxt - 1}"), prev + 1
