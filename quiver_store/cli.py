@@ -215,23 +215,17 @@ def _span(info: SegmentInfo) -> _Span:
 def _read_acks(fs: FileSystem, root: str) -> _AckEvidence | None:
     """The ack log's segments and subscribers, read without modifying anything (None: no ack log).
     A damaged checkpoint raises CorruptionError, as it makes QuiverStore.open fail."""
-    cp_path = os.path.join(root, ack_log.CHECKPOINT_NAME)
-    checkpoint = fs.read_file(cp_path) if fs.exists(cp_path) else None
-    files = ack_log.log_files(root, fs)
-    if checkpoint is None and not files:
+    found = ack_log.read_untouched(root, fs)
+    if found is None:
         return None
+    checkpoint, records = found
+    cp_path = os.path.join(root, ack_log.CHECKPOINT_NAME)
     registered: dict[int, int] = {}
     born: dict[int, int] = {}
-    gen, off = 0, ack_log.HEADER_SIZE
     if checkpoint is not None:
         cp = ack_log.decode_checkpoint(checkpoint, cp_path)
-        gen, off = cp.generation, cp.offset
         registered = {seq: -1 for seq, _ in cp.catalog.items()}
         born = {sub.sub_id: -1 for sub in cp.subscribers}
-    records: list[ack_log.Record] = []
-    for file_gen, path in files:
-        if file_gen >= gen:
-            records.extend(ack_log.iter_records(fs.read_file(path), off if file_gen == gen else ack_log.HEADER_SIZE))
     for i, rec in enumerate(records):
         if rec[0] == ack_log.SEGMENT:
             registered.setdefault(rec[1], i)

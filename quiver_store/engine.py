@@ -31,12 +31,20 @@ from typing import Any
 from . import seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
-from .errors import ConfigError, NotAStoreError, QuiverError, StoreClosedError, StoreFullError
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    NotAStoreError,
+    QuiverError,
+    StoreClosedError,
+    StoreFullError,
+)
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
 from .segment.accumulator import OpenSegment
 from .segment.info import SegmentInfo
 from .segment.writer import write_segment
+from .subscriber import ack_log
 from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
 from .wal import replay
@@ -301,7 +309,19 @@ class QuiverStore:
         if floor_problem:
             log.warning(floor_problem)
         highest = max(self._segment_sizes, default=-1)
-        self._next_segment_seq = max(floor.next_segment, highest + 1)
+        # The ack log remembers segment numbers even when segments/ (and next.seq in it) is gone.
+        registered = ack_log.highest_registered_segment(self.path, fs)
+        if registered >= 0 and not fs.exists(os.path.join(self.segments_dir, seq_floor.NAME)):
+            self.record_corruption(
+                CorruptionError(
+                    f"no {seq_floor.NAME} although the ack log registered segments up to {registered}: the "
+                    "directory was removed or replaced, and the segments it held are lost",
+                    path=self.segments_dir,
+                ),
+                f"segment numbers continue after {registered}",
+                source="segments",
+            )
+        self._next_segment_seq = max(floor.next_segment, highest + 1, registered + 1)
         self._floor_written = floor.next_segment
         self._floor_covered = floor.wal_covered
         self._floor_lock = threading.Lock()  # the finalizer and retention both write the floor
@@ -390,9 +410,15 @@ class QuiverStore:
 
     def _report(self, err: QuiverError, action: str) -> None:
         self.stats_counters["corrupt_entries"] += 1
-        report = {"path": getattr(err, "path", None), "offset": getattr(err, "offset", None), "error": str(err), "action": action}
+        self.record_corruption(err, action)
+
+    def record_corruption(self, err: QuiverError, action: str, source: str = "WAL") -> None:
+        """Keep `err` in `stats()["corruption_reports"]` (with what recovery did about it, and
+        which part of the store it concerns) and log it: damage found while opening is never silent."""
+        report = {"source": source, "path": getattr(err, "path", None), "offset": getattr(err, "offset", None),
+                  "error": str(err), "action": action}
         self.corruption_reports.append(report)
-        log.error("WAL corruption: %s (%s)", err, action)
+        log.error("%s corruption: %s (%s)", source, err, action)
 
     # -- ingest ----------------------------------------------------------------------------------
     def ingest(self, bundle: RecordBundle) -> BundleReceipt:

@@ -519,6 +519,39 @@ def iter_records(data: bytes, start: int = HEADER_SIZE) -> Iterator[Record]:
     yield from _scan(data, start, "<memory>", resync=False).records
 
 
+def read_untouched(directory: str, fs: FileSystem = DEFAULT_FS) -> tuple[bytes | None, list[Record]] | None:
+    """The checkpoint's bytes and the records after it, read without repairing anything (each
+    file up to its first damage); None when the store has neither. For `quiver verify` and for
+    the store's open, which must know the ack log's segments before the subscriber hub repairs it."""
+    cp_path = os.path.join(directory, CHECKPOINT_NAME)
+    checkpoint = fs.read_file(cp_path) if fs.exists(cp_path) else None
+    files = log_files(directory, fs)
+    if checkpoint is None and not files:
+        return None
+    gen, off = checkpoint_position(checkpoint, cp_path) if checkpoint is not None else (0, HEADER_SIZE)
+    records: list[Record] = []
+    for file_gen, path in files:
+        if file_gen >= gen:
+            records.extend(iter_records(fs.read_file(path), off if file_gen == gen else HEADER_SIZE))
+    return checkpoint, records
+
+
+def highest_registered_segment(directory: str, fs: FileSystem = DEFAULT_FS) -> int:
+    """The highest segment sequence number the ack log ever registered (-1: none, or an ack log
+    too damaged to read, which the subscriber hub's open then reports). Segment numbers must
+    continue above it even when the segment files and `next.seq` are gone."""
+    try:
+        found = read_untouched(directory, fs)
+    except (CorruptionError, OSError):
+        return -1
+    if found is None:
+        return -1
+    checkpoint, records = found
+    cp_path = os.path.join(directory, CHECKPOINT_NAME)
+    highest = decode_checkpoint(checkpoint, cp_path).catalog.max_seen if checkpoint is not None else -1
+    return max([highest] + [rec[1] for rec in records if rec[0] == SEGMENT])
+
+
 # -- checkpoint payload ------------------------------------------------------------------------
 _CP_HEAD = struct.Struct(
     "<8sHHQQqqI"

@@ -111,6 +111,8 @@ class SubscriberHub:
             sync=config.wal.durability == "fsync",
             recovery=config.wal.recovery,
         )
+        for err, action, source in registry.recovery_reports:
+            store.record_corruption(err, action, source)
         with gate:
             target.append(registry)
             for info in pending:

@@ -156,7 +156,8 @@ class SubscriberRegistry:
             "segment_dropped_total": 0,
             "checkpoints_total": 0,
         }
-        self.recovery_errors: list[CorruptionError] = []
+        # damage found while opening, with what was done about it (the hub reports them to the store)
+        self.recovery_reports: list[tuple[CorruptionError, str, str]] = []  # (error, action, source)
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -195,7 +196,11 @@ class SubscriberRegistry:
             clock=clock,
             wall_clock=wall_clock,
         )
-        reg.recovery_errors = list(replay.corruption)
+        reg.recovery_reports = [
+            (err, "the damaged bytes were moved aside to a .corrupt file; outcomes recorded in them are lost, "
+                  "so their bundles may be delivered again", "ack log")
+            for err in replay.corruption
+        ]
         stale = reg._reconcile(list(segments))
         return reg, stale
 
@@ -205,8 +210,18 @@ class SubscriberRegistry:
         now = self._wall()
         with self._lock:
             for seq in list(self.catalog):
-                if seq not in disk:  # gone without our deletion protocol (quarantined, removed by hand)
-                    self._drop_locked(seq, now)
+                if seq not in disk:  # deleted by retention (all resolved first) or gone some other way
+                    owed = self._drop_locked(seq, now)
+                    if owed:  # retention resolves every bundle before it deletes: this segment was lost
+                        waiting = ", ".join(f"{name} ({n} bundle{'s' * (n != 1)})" for name, n in sorted(owed.items()))
+                        self.recovery_reports.append((
+                            CorruptionError(
+                                f"segment {seq} is missing: the ack log registered it, and retention never "
+                                f"deleted it, as subscribers still waited for it: {waiting}"
+                            ),
+                            "its unresolved bundles are recorded as dropped for those subscribers",
+                            "segments",
+                        ))
                     self._forget_locked(seq)
             for seq in sorted(disk):
                 ref = disk[seq]
@@ -617,16 +632,6 @@ class SubscriberRegistry:
 
 def read_offline(directory: str, *, fs: FileSystem = DEFAULT_FS) -> RebuiltState:
     """Rebuild subscriber state without modifying any file (for `quiver inspect`)."""
-    cp_path = os.path.join(directory, log.CHECKPOINT_NAME)
-    checkpoint = fs.read_file(cp_path) if fs.exists(cp_path) else None
-    gen, off = (
-        log.checkpoint_position(checkpoint, cp_path) if checkpoint is not None else (0, log.HEADER_SIZE)
-    )
-    records: list[log.Record] = []
-    if fs.exists(directory):
-        for file_gen, path in log.log_files(directory, fs):
-            if file_gen < gen:
-                continue
-            data = fs.read_file(path)
-            records.extend(log.iter_records(data, off if file_gen == gen else log.HEADER_SIZE))
-    return rebuild(checkpoint, records, cp_path)
+    found = log.read_untouched(directory, fs) if fs.exists(directory) else None
+    checkpoint, records = found if found is not None else (None, [])
+    return rebuild(checkpoint, records, os.path.join(directory, log.CHECKPOINT_NAME))
