@@ -435,8 +435,8 @@ class QuiverStore:
         checked, epoch = self._encoder.check(bundle)  # schema vs fingerprint, before anything is logged
         if self._halted is not None:
             raise QuiverError(
-                f"store {self.path} stopped accepting bundles: a logged bundle could not be added to the open "
-                f"segment ({self._halted!r}); it and every later bundle are kept in the WAL. Close and reopen "
+                f"store {self.path} stopped accepting bundles: placing logged bundles into segments failed "
+                f"({self._halted!r}); every bundle it acknowledged is kept in the WAL. Close and reopen "
                 "the store to replay them"
             )
         if self._direct_size:
@@ -579,10 +579,13 @@ class QuiverStore:
                     log.exception("applier failed on %s", item[0])
                     if item[0] == "direct":  # never logged: its producer hears that it was not stored
                         _fail(item[4][1], QuiverError(f"bundle {item[1]} was not stored: {exc!r}"))
-                    elif item[0] == "entry":
+                    elif item[0] in ("entry", "seal"):
                         # Fail-stop: a later segment's WAL truncation would pass this acknowledged
-                        # bundle, so nothing after it is placed until a reopen replays them all.
+                        # bundle (or the open segment's), so nothing after it is placed until a
+                        # reopen replays them all from the WAL.
                         self._halted = exc
+                        if item[0] == "seal" and item[2] is not None:
+                            _fail(item[2], QuiverError(f"sealing the open segment ({item[1]!r}) failed: {exc!r}"))
             if items:
                 with self._cv:
                     self._inbox_bytes -= sum(i[5] for i in items if i[0] in ("entry", "direct"))
@@ -658,6 +661,7 @@ class QuiverStore:
         with self._cv:
             if self._abandoned:
                 return
+            trigger = ""
             if self._open is None or self._open.is_empty:
                 self._open = None
                 sealed = _Sealed(None, reason=reason)
@@ -666,11 +670,13 @@ class QuiverStore:
                 if self._abandoned:
                     return
                 sealed = _Sealed(self._open, self._open_first, self._open_last, self._open_end, reason)
-                self._open = None
-                self.stats_counters[f"finalize_trigger_{reason.split(':')[0].replace(' ', '_')}"] += 1
+                trigger = f"finalize_trigger_{reason.split(':')[0].replace(' ', '_')}"
             if fut is not None:
                 sealed.waiters.append(fut)
             self._sealed.append(sealed)
+            if trigger:  # let go of the open segment only once it is queued: an error cannot drop it
+                self._open = None
+                self.stats_counters[trigger] += 1
             self._finalize_cv.notify()
 
     def _wait_for_room(self) -> None:
@@ -764,8 +770,11 @@ class QuiverStore:
 
     # -- flush / close ------------------------------------------------------------------------------
     def finalize_now(self, reason: str = "requested") -> SegmentInfo | None:
-        """Seal the open segment now and wait until its file is durable; None if it was empty."""
+        """Seal the open segment now and wait until its file is durable; None if it was empty.
+        `reason` is recorded in the segment's metadata (`quiver.finalize_reason`)."""
         self._check_open()
+        if not isinstance(reason, str) or not reason:
+            raise ConfigError(f"finalize_now(reason=...): the reason must be a non-empty str, got {reason!r}")
         self._committer.commit_buffered()
         fut: Future = Future()
         self._request_seal(reason, fut)

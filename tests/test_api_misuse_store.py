@@ -205,3 +205,50 @@ def test_open_cores_and_core_path_refuse_a_root_that_is_not_a_path(root) -> None
 def test_core_path_refuses_a_core_that_is_not_a_core_number(tmp_path, core) -> None:
     with pytest.raises(ConfigError, match=rf"^core must be an int >= 0, got {re.escape(repr(core))}$"):
         core_path(str(tmp_path), core)
+
+
+def _values(store: QuiverStore) -> list[int]:
+    return [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()]
+
+
+def _one(value: int) -> RecordBundle:
+    return RecordBundle({0: pa.record_batch({"v": pa.array([value], pa.int64())})})
+
+
+@pytest.mark.parametrize("reason", [5, "", None, b"flush"])
+def test_finalize_now_refuses_a_reason_that_is_not_a_non_empty_str(tmp_path: Path, reason: object) -> None:
+    """A non-str reason once killed the applier inside the seal, after it had let go of the open
+    segment: the call hung and the acknowledged bundles were gone after a reopen."""
+    with QuiverStore.open(tmp_path) as store:
+        for value in (1, 2, 3):
+            store.ingest(_one(value))
+        with pytest.raises(ConfigError, match=rf"finalize_now\(reason=\.\.\.\): the reason must be a non-empty str, got {re.escape(repr(reason))}"):
+            store.finalize_now(reason)  # type: ignore[arg-type]
+        store.ingest(_one(4))
+        assert store.finalize_now("requested") is not None
+        assert _values(store) == [1, 2, 3, 4]
+
+
+def test_a_seal_that_fails_loses_nothing_acknowledged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any error while sealing fails the waiting finalize_now instead of hanging it, and stops the
+    store placing bundles (fail-stop), so no later segment's WAL truncation passes the open
+    segment's entries; a reopen replays every acknowledged bundle."""
+    store = QuiverStore.open(tmp_path)
+    for value in (1, 2, 3):
+        store.ingest(_one(value))
+
+    def broken() -> None:
+        raise RuntimeError("injected seal failure")
+
+    monkeypatch.setattr(store, "_wait_for_room", broken)
+    with pytest.raises(QuiverError, match=r"sealing the open segment \('requested'\) failed: RuntimeError\('injected seal failure'\)"):
+        store.finalize_now()
+    monkeypatch.undo()
+    with pytest.raises(QuiverError, match=r"stopped accepting bundles: placing logged bundles into segments failed "
+                       r"\(RuntimeError\('injected seal failure'\)\); every bundle it acknowledged is kept in the WAL"):
+        store.ingest(_one(4))
+    store.close()
+    with QuiverStore.open(tmp_path) as reopened:
+        reopened.ingest(_one(4))
+        reopened.flush()
+        assert _values(reopened) == [1, 2, 3, 4]
