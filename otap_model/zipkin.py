@@ -56,6 +56,8 @@ STATUS_CODES = {
 }
 START_TIME_ABSENT = "otel.zipkin.absentField.startTime"
 LIBRARY_NAME, LIBRARY_VERSION = "otel.library.name", "otel.library.version"
+MAX_NANOS = 2**64 - 1  # OTLP times are fixed64 nanoseconds
+MAX_MICROS = MAX_NANOS // 1000
 
 
 def from_zipkin_json(text_or_bytes: str | bytes | bytearray) -> OtapBundle:
@@ -120,10 +122,15 @@ def _id(value: Any, width: int, where: str) -> bytes:
 
 
 def _micros(value: Any, where: str) -> int:
+    """Microseconds -> ns; the result must fit OTLP's fixed64 nanoseconds."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:  # NaN fails too
         raise ConversionError(f"expected a non-negative number of microseconds, got {value!r}", where)
+    if value > MAX_MICROS:
+        raise ConversionError(
+            f"{value!r} microseconds is past the largest OTLP time, {MAX_MICROS} µs (2**64 - 1 ns)", where
+        )
     return int(value) * 1000
 
 
@@ -173,7 +180,12 @@ def _span(zspan: dict[str, Any], tags: dict[str, str], span: Span, where: str) -
     if zspan.get("timestamp") is None:
         _put(span.attributes, START_TIME_ABSENT, True)
     span.start_time_unix_nano = start
-    span.end_time_unix_nano = start + _micros(zspan.get("duration"), f"{where}.duration")
+    end = start + _micros(zspan.get("duration"), f"{where}.duration")
+    if end > MAX_NANOS:
+        raise ConversionError(
+            f"timestamp + duration = {end} ns is past the largest OTLP time, 2**64 - 1 ns", f"{where}.duration"
+        )
+    span.end_time_unix_nano = end
     if zspan.get("shared") is True:
         _put(span.attributes, "zipkin.shared", True)
     for j, annotation in enumerate(zspan.get("annotations") or ()):

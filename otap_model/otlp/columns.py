@@ -24,6 +24,7 @@ from .wire import (
     gather,
     group_by_key,
     last_per_row,
+    message_depths,
     messages_for,
 )
 
@@ -39,6 +40,7 @@ class Tokens:
         self.order, self.bounds = group_by_key(scan.tok_key, N_TYPES * MAX_FIELD)
         self.node_order, self.node_bounds = group_by_key(scan.node_type, N_TYPES)
         self._messages = messages_for(signal)
+        self._depths = message_depths(signal)
 
     # ---- structure -------------------------------------------------------------------------
     def nodes(self, t: T) -> np.ndarray:
@@ -195,9 +197,11 @@ class Tokens:
         rows = owner_rows[self.rows_in(any_t, s.tok_node[idx])]
         kept = rows >= 0
         idx, rows = idx[kept], rows[kept]
+        merged: dict[int, np.ndarray] = {}
         if rows.size and np.bincount(rows).max() > 1:  # several oneof members on the wire: the last wins
             order = np.argsort(idx)
             idx, rows = idx[order], rows[order]
+            merged = self._merged_occurrences(any_t, idx, rows)
             keep = last_per_row(rows)
             idx, rows = idx[keep], rows[keep]
         fields = s.tok_key[idx] - int(any_t) * MAX_FIELD
@@ -210,11 +214,15 @@ class Tokens:
         lens[rows] = s.tok_len[idx]
         is_str, is_bytes = type_ == av.STR, type_ == av.BYTES
         ser: list[bytes | None] = [None] * n
+        depth = self._depths[any_t]
         for i in np.flatnonzero((codes == av.MAP) | (codes == av.SLICE)):
-            start, length, row = int(s.tok_val[idx[i]]), int(s.tok_len[idx[i]]), int(rows[i])
-            payload = s.data[start : start + length].tobytes()
+            row = int(rows[i])
+            payload = b"".join(
+                s.data[int(s.tok_val[t]) : int(s.tok_val[t]) + int(s.tok_len[t])].tobytes()
+                for t in merged.get(row, (idx[i],))
+            )
             path = self.token_path(int(idx[i]))
-            ser[row] = av.ser_of_kvlist(payload, path) if codes[i] == av.MAP else av.ser_of_array(payload, path)
+            ser[row] = (av.ser_of_kvlist if codes[i] == av.MAP else av.ser_of_array)(payload, path, depth)
         is_int, is_double, is_bool = type_ == av.INT, type_ == av.DOUBLE, type_ == av.BOOL
         return {
             "type": pa.array(type_),
@@ -225,6 +233,26 @@ class Tokens:
             "bytes": self.varbinary(vals, lens, is_bytes, pa.binary()),
             "ser": pa.array(ser, pa.binary()),
         }
+
+    def _merged_occurrences(self, any_t: T, idx: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
+        """Rows whose last AnyValue member is an array_value / kvlist_value given several times in a
+        row on the wire -> those tokens (document order; `idx` must be in document order).
+
+        Protobuf merges a singular message field that occurs again while its oneof member is still
+        set, and ArrayValue / KeyValueList hold one repeated field, so the merge is the
+        concatenation of the serialized occurrences. Any other member in between starts afresh.
+        """
+        fields = self.scan.tok_key[idx] - int(any_t) * MAX_FIELD
+        by_row = np.argsort(rows, kind="stable")  # grouped by row, document order inside a row
+        r, f = rows[by_row], fields[by_row]
+        run_start = np.ones(r.size, np.bool_)
+        run_start[1:] = (r[1:] != r[:-1]) | (f[1:] != f[:-1])
+        row_last = np.ones(r.size, np.bool_)
+        row_last[:-1] = r[1:] != r[:-1]
+        starts = np.flatnonzero(run_start)
+        first_of_run = starts[np.cumsum(run_start) - 1]
+        hits = np.flatnonzero(row_last & ~run_start & ((f == 5) | (f == 6)))
+        return {int(r[p]): idx[by_row[first_of_run[p] : p + 1]] for p in hits.tolist()}
 
     # ---- error paths ------------------------------------------------------------------------
     def node_path(self, node: int) -> str:

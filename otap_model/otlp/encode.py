@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ..bundle import OtapBundle
@@ -28,11 +28,26 @@ P = PayloadType
 
 def to_otlp(bundle: OtapBundle) -> Message:
     """The Export{Logs,Trace,Metrics}ServiceRequest holding exactly the bundle's data."""
-    return REQUEST_TYPES[bundle.signal].FromString(to_otlp_bytes(bundle))
+    data = to_otlp_bytes(bundle)
+    try:
+        return REQUEST_TYPES[bundle.signal].FromString(data)
+    except DecodeError as exc:  # upb's own checks (nesting depth, UTF-8) on what the writer produced
+        hint = (
+            f"; a Slice/Map value (ser column) nests deeper than the {av.MAX_MESSAGE_DEPTH} message levels "
+            "protobuf parses"
+            if "MaxDepth" in str(exc)
+            else ""
+        )
+        raise ConversionError(f"protobuf refuses the request built from this bundle: {exc}{hint}", "to_otlp") from None
 
 
 def to_otlp_bytes(bundle: OtapBundle) -> bytes:
     """The serialized Export*ServiceRequest of a bundle."""
+    if not isinstance(bundle, OtapBundle):
+        raise ConversionError(
+            f"expected an otap_model.OtapBundle (from from_otlp or Decoder.decode), got {type(bundle).__name__}",
+            "to_otlp(bundle)",
+        )
     for pt, table in bundle.tables.items():
         conforms(table, pt)
     build = {Signal.LOGS: (P.LOGS, _log_records), Signal.TRACES: (P.SPANS, _spans), Signal.METRICS: (P.UNIVARIATE_METRICS, _metrics)}

@@ -21,6 +21,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from ..bundle import OtapBundle
 from ..errors import ConversionError
 from ..payload import Signal
+from .anyvalue import MAX_MESSAGE_DEPTH
 from .decode import REQUEST_TYPES, as_signal, from_otlp
 from .encode import to_otlp
 
@@ -64,14 +65,34 @@ def otlp_json_to_message(text_or_bytes: str | bytes | bytearray, signal: Signal 
         doc = json.loads(text_or_bytes)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConversionError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise _too_deep() from None
     if not isinstance(doc, dict):
         raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)
-    _prepare(doc, "")
     try:
-        return json_format.ParseDict(doc, REQUEST_TYPES[sig](), ignore_unknown_fields=True)
+        _prepare(doc, "")
+        # json_format's own limit (100, the request counting as 1) is one level below protobuf's; a
+        # looser one lets from_otlp name the depth and the field of anything protobuf could not parse.
+        return json_format.ParseDict(
+            doc, REQUEST_TYPES[sig](), ignore_unknown_fields=True, max_recursion_depth=_JSON_DEPTH
+        )
     except json_format.ParseError as exc:
+        if "Message too deep" in str(exc):
+            raise _too_deep() from None
         raise ConversionError(f"invalid OTLP/JSON: {exc}") from None
+    except RecursionError:
+        raise _too_deep() from None
+
+
+_JSON_DEPTH = 2 * MAX_MESSAGE_DEPTH
+
+
+def _too_deep() -> ConversionError:
+    return ConversionError(
+        f"invalid OTLP/JSON: messages nest deeper than {_JSON_DEPTH} levels (or the JSON deeper than Python's "
+        f"parser goes); protobuf parses at most {MAX_MESSAGE_DEPTH} message levels below the request"
+    )
 
 
 def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:

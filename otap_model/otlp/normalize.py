@@ -10,6 +10,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from ..errors import ConversionError
 from .decode import REQUEST_TYPES
 
 _LAYOUT = {
@@ -22,7 +23,11 @@ _LAYOUT = {
 def normalize_otlp(msg: Message) -> Message:
     """A normalised copy of an Export*ServiceRequest (the input is left unchanged)."""
     if not isinstance(msg, tuple(REQUEST_TYPES.values())):
-        raise TypeError(f"{type(msg).__name__} is not an OTLP export request")
+        raise ConversionError(
+            f"expected an Export{{Logs,Trace,Metrics}}ServiceRequest message, got {type(msg).__name__}"
+            + (" (parse bytes with the request type's FromString first)" if isinstance(msg, bytes | bytearray) else ""),
+            "normalize_otlp(msg)",
+        )
     out: Any = type(msg)()
     out.CopyFrom(msg)
     out.DiscardUnknownFields()  # 1. unknown fields have no column

@@ -317,6 +317,23 @@ def messages_for(signal: str) -> dict[T, dict[int, Field]]:
     return table
 
 
+def message_depths(signal: str) -> dict[T, int]:
+    """Nesting depth of every message type in one signal's request (the request itself is 0).
+
+    Each type has one owner, so its depth is fixed; protobuf's depth limit is counted the same way.
+    """
+    table = messages_for(signal)
+    depths = {T.REQUEST: 0}
+    todo = [T.REQUEST]
+    while todo:
+        t = todo.pop()
+        for f in table[t].values():
+            if f.child is not None and f.child not in depths:
+                depths[f.child] = depths[t] + 1
+                todo.append(f.child)
+    return depths
+
+
 def schema_arrays(signal: str) -> tuple[np.ndarray, np.ndarray]:
     """(kinds, children) int8 arrays of shape (N_TYPES, MAX_FIELD) for the scanner."""
     kinds = np.zeros((N_TYPES, MAX_FIELD), np.int8)
