@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cache
 
 import numba
 import numpy as np
@@ -317,6 +318,7 @@ def messages_for(signal: str) -> dict[T, dict[int, Field]]:
     return table
 
 
+@cache
 def message_depths(signal: str) -> dict[T, int]:
     """Nesting depth of every message type in one signal's request (the request itself is 0).
 
