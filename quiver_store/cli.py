@@ -6,6 +6,7 @@ import argparse
 import base64
 import datetime as dt
 import json
+import math
 import os
 import re
 import sys
@@ -250,13 +251,36 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
                         "ingestion_time_ns": bundle.ingestion_time_ns,
                         "slots": {str(s): _json_rows(b) for s, b in bundle.slots.items()},
                     }
-                    out.write(json.dumps(row, default=_json_default) + "\n")
+                    out.write(_json_line(row) + "\n")
                     continue
                 for slot, batch in bundle.slots.items():
                     target = os.path.join(args.output, f"seg{seq:016d}_bundle{index:06d}_slot{slot:02d}.arrow")
                     with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
                         w.write_batch(batch)
+    out.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
     return 0
+
+
+NON_FINITE = {"NaN": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _json_line(row: dict) -> str:
+    """One RFC 8259 JSON line: NaN and the infinities, which JSON has no token for, as the strings
+    "NaN", "Infinity" and "-Infinity" (the rare row holding one is walked a second time)."""
+    try:
+        return json.dumps(row, default=_json_default, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(row), default=_json_default, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE[str(value).replace("nan", "NaN")]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 DUMP_FILE = re.compile(r"seg\d{16}_bundle\d{6}_slot\d{2}\.arrow")
@@ -331,6 +355,20 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     return 1 if plan.corruptions else 0
 
 
+SIGPIPE_EXIT = 128 + 13  # what a shell reports for a command SIGPIPE ended (`set -o pipefail` sees it)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit meets no closed pipe either."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file (tests capture it)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="quiver", description="Inspect and check a Quiver store (read-only).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -353,6 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]
     try:
         return handler(args, console, DEFAULT_FS)
+    except BrokenPipeError:  # the reader went away (`quiver dump ... | head`): stop quietly, as cat does
+        _discard_stdout()
+        return SIGPIPE_EXIT
     except (QuiverError, OSError) as exc:  # one line on stderr, never a traceback
         Console(stderr=True, highlight=False).print(f"[red]quiver {args.command}:[/red] {escape(str(exc))}", soft_wrap=True)
         return 1 if isinstance(exc, CorruptionError) else 2  # damage found vs bad arguments or refused

@@ -1,5 +1,9 @@
 """Exceptions raised by quiver_store. Messages say what was wrong, where, and what to do."""
 
+from __future__ import annotations
+
+import errno
+
 
 class QuiverError(Exception):
     """Base class of every quiver_store error."""
@@ -33,8 +37,28 @@ class CorruptionError(QuiverError):
 
 
 class StoreFullError(QuiverError):
-    """The store reached its size cap (or WAL cap) and could not make room in time."""
+    """The store reached its size cap (or WAL cap) and could not make room in time, or the disk is full."""
 
 
 class StoreClosedError(QuiverError):
     """An operation was attempted on a closed store or subscription."""
+
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_error(exc: OSError, action: str, path: str, consequence: str) -> QuiverError:
+    """The package's exception for a failed file operation, so callers never see a bare OSError.
+
+    `action` failed on `path` with `exc`; `consequence` says what that means for the caller's data.
+    A full disk (ENOSPC, EDQUOT) becomes StoreFullError, like a full size cap: the remedy is the same
+    (free space, retry). Anything else becomes QuiverError. Both carry `errno` and `filename`; raise
+    them `from exc` so the OSError stays as `__cause__`.
+    """
+    if exc.errno in DISK_FULL:
+        error: QuiverError = StoreFullError(f"disk full: {path}: {action} failed ({exc}); {consequence}")
+    else:
+        error = QuiverError(f"{path}: {action} failed ({exc}); {consequence}")
+    error.errno = exc.errno  # type: ignore[attr-defined]
+    error.filename = path  # type: ignore[attr-defined]
+    return error

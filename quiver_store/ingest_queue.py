@@ -15,7 +15,7 @@ from types import TracebackType
 
 from .bundle import RecordBundle
 from .engine import BundleReceipt, QuiverStore
-from .errors import QuiverError
+from .errors import ConfigError, QuiverError
 
 _STOP = object()
 
@@ -31,6 +31,8 @@ class IngestQueue:
     """
 
     def __init__(self, store: QuiverStore, depth: int = 1) -> None:
+        if not isinstance(store, QuiverStore):
+            raise ConfigError(f"IngestQueue needs an open QuiverStore (QuiverStore.open(path)), got {type(store).__name__}")
         if depth < 1:
             raise QuiverError(f"IngestQueue depth must be at least 1, got {depth}")
         self._store = store

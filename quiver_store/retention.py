@@ -9,6 +9,7 @@ Steady-state deletion finds nobody outstanding except orphaned subscribers; `dro
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -16,8 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from .config import StoreConfig
-from .errors import StoreClosedError, StoreFullError
+from .errors import QuiverError, StoreClosedError, StoreFullError, disk_error
 from .subscriber.registry import SubscriberRegistry
+
+log = logging.getLogger("quiver_store.retention")
 
 BACKPRESSURE_RECHECK = 0.25  # seconds between usage re-checks while blocked (WAL truncation is not notified)
 
@@ -97,8 +100,13 @@ class Retention:
     # -- the deletion protocol --------------------------------------------------------------
     def _delete(self, seq: int, reason: str) -> int:
         dropped = self.registry.drop_segment(seq)  # durable before the file goes
-        freed = self.store.delete_segment(seq, reason)
-        self.registry.forget_segment(seq)
+        try:
+            freed = self.store.delete_segment(seq, reason)
+        except OSError as exc:
+            raise disk_error(
+                exc, f"deleting segment {seq} ({reason})", exc.filename or f"segment {seq}", "it is kept and deleted again later"
+            ) from exc
+        self.registry.forget_segment(seq, reason)
         self.evictions[reason] = self.evictions.get(reason, 0) + 1
         if dropped:
             self.dropped_bundles[reason] = self.dropped_bundles.get(reason, 0) + sum(dropped.values())
@@ -137,10 +145,13 @@ class Retention:
             return
         with self._lock:
             segments = list(self.store.segments())
-            for seg in steady_state_victims(
-                segments, self.registry.processed, self.config.retention.steady_state_headroom
-            ):
-                self._delete(seg.seq, "processed")
+            try:
+                for seg in steady_state_victims(
+                    segments, self.registry.processed, self.config.retention.steady_state_headroom
+                ):
+                    self._delete(seg.seq, "processed")
+            except QuiverError as exc:  # the ack that called us is durable: failing it would misreport it
+                log.error("steady-state cleanup failed (the next maintenance sweep retries it): %s", exc)
 
     # -- size cap ---------------------------------------------------------------------------
     def make_room(self, incoming: int) -> None:
@@ -155,6 +166,11 @@ class Retention:
         cap = self.config.per_core_size_cap
         if cap is None or self.store.disk_usage() + incoming <= cap:
             return
+        if incoming > cap:
+            raise self._full(
+                cap, incoming, f"a bundle of {incoming} bytes can never fit under the per-core cap of {cap} bytes; "
+                "raise retention.size_cap"
+            )
         policy = self.config.retention.size_cap_policy
         deadline = self._clock() + self.config.retention.backpressure_timeout
         throttled = False

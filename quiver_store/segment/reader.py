@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..bundle import MAX_SLOTS, RecordBundle
-from ..errors import CorruptionError, QuiverError
+from ..errors import CorruptionError, QuiverError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
 from . import format as fmt
 from .info import SegmentInfo, StreamInfo
@@ -53,8 +53,14 @@ class SegmentReader:
 
     @classmethod
     def open(cls, path: str, *, fs: FileSystem = DEFAULT_FS, verify_streams: bool = True) -> SegmentReader:
-        """Map `path` and validate its metadata; raises CorruptionError naming file and offset."""
-        fd = fs.open(path, os.O_RDONLY)
+        """Map `path` and validate its metadata; raises CorruptionError naming file and offset, and
+        QuiverError (with `errno` and `filename`) for a path that cannot be opened or mapped."""
+        if os.path.isdir(path):
+            raise QuiverError(f"{path} is a directory, not a segment file (segments/<n>.qseg)")
+        try:
+            fd = fs.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise disk_error(exc, "opening the segment file", path, "nothing was read") from exc
         try:
             size = fs.size(fd)
             if size < _MIN_SIZE:
@@ -63,7 +69,10 @@ class SegmentReader:
                     path,
                     size,
                 )
-            mm = fs.mmap(fd)
+            try:
+                mm = fs.mmap(fd)
+            except OSError as exc:
+                raise disk_error(exc, "mapping the segment file", path, "nothing was read") from exc
         finally:
             fs.close(fd)
         try:

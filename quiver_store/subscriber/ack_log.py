@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from ..errors import CorruptionError, QuiverError, StoreClosedError
+from ..errors import CorruptionError, QuiverError, StoreClosedError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
 from .state import SegmentCatalog, SubscriberState
 
@@ -304,8 +304,8 @@ class AckLog:
                 self._failed = exc
                 self._flushing = False
                 self._cond.notify_all()
-            raise QuiverError(
-                f"ack log {self.path}: write/fdatasync failed ({exc}); acknowledgements are not durable"
+            raise disk_error(
+                exc, "ack log write/fdatasync", self.path, "the acknowledgements it held are not durable; reopen the store"
             ) from exc
         with self._lock:
             self._durable = upto

@@ -27,6 +27,14 @@ from .subscription import Delivery, Subscription
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")
 MAX_NAME_BYTES = 64
 READER_CACHE = 8
+DELETED_REASONS_KEPT = 1024  # why recently deleted segments went, for a late read's error message
+DELETION_CAUSES = {  # retention's deletion reasons, as a reader of a deleted segment is told
+    "processed": "every subscriber had settled it, so steady-state cleanup deleted it",
+    "size": "every subscriber had settled it, so the size cap deleted it",
+    "drop_oldest": "retention.size_cap_policy 'drop_oldest' deleted it at the size cap",
+    "age": "retention.max_age deleted it",
+    "stale": "its deletion before a restart was completed",
+}
 
 Start = Literal["earliest", "latest"]
 
@@ -145,6 +153,7 @@ class SubscriberRegistry:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._paths: dict[int, str] = {}
+        self._deleted_why: dict[int, str] = {}  # seq -> retention reason, the last DELETED_REASONS_KEPT
         self._readers: OrderedDict[int, BundleReader] = OrderedDict()
         self._readers_lock = threading.Lock()
         self._waiting: dict[str, int] = {}  # threads blocked in next(), per subscriber
@@ -391,9 +400,8 @@ class SubscriberRegistry:
             if reader is None:
                 path = self._paths.get(seq)
                 if path is None or seq not in self.catalog:
-                    raise QuiverError(
-                        f"segment {seq} was deleted by retention (drop_oldest / max_age) before bundle {index} was read"
-                    )
+                    why = DELETION_CAUSES.get(self._deleted_why.get(seq, ""), "it was deleted")
+                    raise QuiverError(f"segment {seq} is gone before bundle {index} was read: {why}")
                 reader = self._reader_factory(path)
                 self._readers[seq] = reader
                 while len(self._readers) > READER_CACHE:
@@ -470,10 +478,14 @@ class SubscriberRegistry:
             self.counters["segment_dropped_total"] += 1
         return dropped
 
-    def forget_segment(self, seq: int) -> None:
-        """The segment file was deleted: stop tracking it and close its reader."""
+    def forget_segment(self, seq: int, reason: str = "") -> None:
+        """The segment file was deleted (retention's `reason`): stop tracking it and close its reader."""
         with self._lock:
             self._forget_locked(seq)
+            if reason:
+                self._deleted_why[seq] = reason
+                while len(self._deleted_why) > DELETED_REASONS_KEPT:
+                    self._deleted_why.pop(next(iter(self._deleted_why)))
             self._cond.notify_all()
 
     def _forget_locked(self, seq: int) -> None:

@@ -84,8 +84,9 @@ def _check_header(data: bytes, path: str, cfg_hash: bytes) -> None:
         raise QuiverError(
             f"{path}: the WAL was written under a different layout contract (segment_cfg_hash "
             f"{header.cfg_hash.hex()}, this store's layout hashes to {cfg_hash.hex()}). Refusing to replay it: "
-            "open the store with the layout that wrote it and flush() to drain the WAL into segments, "
-            "or move the wal/ directory aside to start a fresh log."
+            "open the store with the layout that wrote it and flush() or close() it (every WAL entry is then in a "
+            "segment file), then move the wal/ directory aside to start a fresh log; moving it aside without "
+            "that loses the entries not yet in segments."
         )
 
 

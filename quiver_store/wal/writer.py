@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..config import WalConfig
-from ..errors import QuiverError, StoreFullError
+from ..errors import QuiverError, StoreFullError, disk_error
 from ..fs import FileSystem
 from . import sidecar
 from .format import HEADER_LEN, encode_header
@@ -28,7 +28,11 @@ from .rotation import ACTIVE, chunk_name
 
 log = logging.getLogger("quiver_store.wal")
 
-RECLAIM_THRESHOLD = 1 << 20  # punch / rewrite only once this many bytes are reclaimable
+# Punch / rewrite the covered prefix of the active file once this many bytes are reclaimable (and
+# whatever is covered when the WAL is at its cap). Those bytes count as usage against wal.max_size and
+# retention.size_cap until then, so a per-core cap must exceed min(this, wal.rotation_size) plus room
+# for bundles (docs/user-guide.md); at 1 MiB the step wedged caps of about 1 MiB per core.
+RECLAIM_THRESHOLD = 64 << 10
 
 
 class Position(NamedTuple):
@@ -130,8 +134,14 @@ class WalWriter:
             return self._usage()
 
     def _usage(self) -> int:
-        """`usage()` for a caller holding the lock (the append path: no sums over empty maps)."""
+        """`usage()` for a caller holding the lock (the append path: no sums over empty maps).
+
+        Bytes a pending rewrite drops are not counted: the next append drops them before it writes,
+        so a size-cap check made before that append must not count them (it would refuse the
+        append that frees them)."""
         total = self.size + (sum(self.chunks.values()) if self.chunks else 0)
+        if self._rewrite_at is not None:
+            total -= self._rewrite_at - HEADER_LEN
         return total - sum(self._reclaimed.values()) if self._reclaimed else total
 
     def file_count(self) -> int:
@@ -148,15 +158,19 @@ class WalWriter:
         with self.lock:
             if self.failure is not None:  # the preallocator's fdatasync failed
                 raise QuiverError(f"fdatasync of the WAL failed: {self.failure}; close and reopen the store")
-            self._make_room(total)
-            if self._rewrite_at is not None:
-                self._rewrite()
-            start = self.size
             try:
-                self.fs.pwritev(self.fd, [b for f in frames for b in f], start, total)
-            except OSError:
-                self._undo_partial_write(start)
-                raise
+                self._make_room(total)
+                if self._rewrite_at is not None:
+                    self._rewrite()
+                start = self.size
+                try:
+                    self.fs.pwritev(self.fd, [b for f in frames for b in f], start, total)
+                except OSError:
+                    self._undo_partial_write(start)
+                    raise
+            except OSError as exc:
+                after = "the WAL takes no more writes: close and reopen the store" if self.broken else "retry once there is room"
+                raise disk_error(exc, "WAL write", self.wal_dir, f"the entry was not logged; {after}") from exc
             self.size = end = start + total
             if end > self.file_end:
                 self.file_end = end
@@ -248,6 +262,9 @@ class WalWriter:
             )
         reason = self._at_cap(nbytes)
         if reason is not None:
+            self._reclaim_covered()
+            reason = self._at_cap(nbytes)
+        if reason is not None:
             self.stats["wal_full_waits"] += 1
             deadline = time.monotonic() + self.backpressure_timeout
             if self.on_full is not None:
@@ -260,6 +277,7 @@ class WalWriter:
                         "(retention.backpressure_timeout) for finalized segments to free WAL space"
                     )
                 self.space.wait(min(left, 0.5))
+                self._reclaim_covered()
                 reason = self._at_cap(nbytes)
         if self.size > HEADER_LEN and self.size + nbytes > self.config.rotation_size:
             try:
@@ -313,9 +331,18 @@ class WalWriter:
                 self._reclaim_active(phys)
             self.space.notify_all()
 
-    def _reclaim_active(self, phys: int) -> None:
+    def _reclaim_covered(self) -> None:
+        """At the WAL cap (appending thread, lock held): reclaim every byte of the active file that
+        the truncation point covers, whatever the step."""
+        point = self._sidecar
+        if point is not None and point.generation == self.generation:
+            self._reclaim_active(point.offset, force=True)
+            if self._rewrite_at is not None:
+                self._rewrite()
+
+    def _reclaim_active(self, phys: int, *, force: bool = False) -> None:
         done = HEADER_LEN + self._reclaimed.get(self.generation, 0)
-        if phys - done < RECLAIM_THRESHOLD:
+        if phys <= done or (phys - done < RECLAIM_THRESHOLD and not force):
             return
         if self.punch_supported:
             try:
