@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import errno
 import json
 import math
 import os
@@ -242,7 +243,15 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
         raise QuiverError("--output is for --format arrow; JSON lines go to stdout (redirect them: > FILE)")
     out = sys.stdout
     for seq in seqs:
-        with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
+        try:
+            reader = SegmentReader.open(segment_path(seg_dir, seq), fs=fs)
+        except QuiverError as exc:
+            if args.segment is not None or getattr(exc, "errno", None) != errno.ENOENT:
+                raise
+            # A live store's retention deleted it after the listing: it is no longer in the store.
+            _stderr().print(f"quiver dump: segment {seq} was deleted by the store's retention while dumping; skipped")
+            continue
+        with reader:
             for index, bundle in enumerate(reader.bundles()):
                 if args.format == "json":
                     row = {
@@ -355,6 +364,10 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     return 1 if plan.corruptions else 0
 
 
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
 SIGPIPE_EXIT = 128 + 13  # what a shell reports for a command SIGPIPE ended (`set -o pipefail` sees it)
 
 
@@ -395,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         return SIGPIPE_EXIT
     except (QuiverError, OSError) as exc:  # one line on stderr, never a traceback
-        Console(stderr=True, highlight=False).print(f"[red]quiver {args.command}:[/red] {escape(str(exc))}", soft_wrap=True)
+        _stderr().print(f"[red]quiver {args.command}:[/red] {escape(str(exc))}")
         return 1 if isinstance(exc, CorruptionError) else 2  # damage found vs bad arguments or refused
 
 
