@@ -2,7 +2,7 @@
 OTLP/JSON and Zipkin, and a generator of realistic telemetry."""
 
 from .bundle import OtapBundle
-from .errors import ConversionError, OtapModelError, SchemaError
+from .errors import ConversionError, MissingTableError, OtapModelError, SchemaError
 from .generator import generate, generate_otlp
 from .otlp import from_otlp, from_otlp_json, normalize_otlp, to_otlp, to_otlp_json
 from .payload import (
@@ -24,6 +24,7 @@ __all__ = [
     "SIGNAL_PAYLOADS",
     "Annotation",
     "ConversionError",
+    "MissingTableError",
     "OtapBundle",
     "OtapModelError",
     "PayloadType",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from .errors import MissingTableError
 from .payload import SIGNAL_PAYLOADS, PayloadType, Signal
 
 
@@ -29,7 +30,23 @@ class OtapBundle:
                 raise ValueError(f"payload type {PayloadType(pt).name} does not belong to signal {self.signal.value}")
 
     def __getitem__(self, pt: PayloadType) -> pa.RecordBatch:
-        return self.tables[pt]
+        try:
+            return self.tables[pt]
+        except KeyError:
+            raise MissingTableError(self._missing(pt)) from None
+
+    def _missing(self, pt: object) -> str:
+        present = ", ".join(PayloadType(t).name for t in self.tables) or "none"
+        try:
+            payload = PayloadType(pt)  # type: ignore[arg-type]
+        except ValueError:
+            return f"{pt!r} is not a payload type (PayloadType member or its number); this bundle's tables: {present}"
+        if payload not in SIGNAL_PAYLOADS[self.signal]:
+            return f"{payload.name} does not belong to signal {self.signal.value}; this bundle's tables: {present}"
+        return (
+            f"this {self.signal.value} bundle has no {payload.name} table (payload types without rows are absent; "
+            f"bundle.get(PayloadType.{payload.name}) returns None); its tables: {present}"
+        )
 
     def get(self, pt: PayloadType) -> pa.RecordBatch | None:
         return self.tables.get(pt)

@@ -19,3 +19,11 @@ class ConversionError(OtapModelError):
     def __init__(self, message: str, field: str | None = None) -> None:
         self.field = field
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class MissingTableError(OtapModelError, KeyError):
+    """`bundle[pt]` named a payload type the bundle has no table for. Also a KeyError, as a mapping's
+    missing key is, so `except KeyError` keeps working."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
