@@ -22,6 +22,7 @@ from quiver_store.bundle import RecordBundle
 from . import transport
 from .envelope import BatchArrowRecords
 from .errors import AdaptiveArrowError, DecodingError
+from .one_call import OneCallAtATime
 from .restore import RestorePlan
 from .signature import schema_fingerprint
 from .stream import StreamReader
@@ -66,6 +67,7 @@ class Decoder:
         self._readers: dict[PayloadType, StreamReader] = {}
         self._plans: dict[PayloadType, RestorePlan] = {}  # last restore plan per payload type
         self._last_batch_id: int | None = None
+        self._one_call = OneCallAtATime("Decoder", DecodingError)
 
     def _signal_of(self, types: Iterable[PayloadType], where: str, *, empty: str) -> Signal:
         """The signal of a batch's payload types, checked against the decoder's (no state change)."""
@@ -103,6 +105,10 @@ class Decoder:
 
     def decode(self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview) -> OtapBundle:
         """Decode one envelope; envelopes of a stream must come in order."""
+        with self._one_call("decode"):
+            return self._decode(bar_or_bytes)
+
+    def _decode(self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview) -> OtapBundle:
         bar, where, signal = self._envelope(bar_or_bytes)
 
         def run() -> OtapBundle:
@@ -119,9 +125,10 @@ class Decoder:
         bundle ``Encoder.encode_records`` gives for the same batch: lets an envelope made
         elsewhere (a Spark task, a remote producer) be stored without restoring plain tables.
         Envelopes of a stream must come in order, as for ``decode``."""
-        bar, where, signal = self._envelope(bar_or_bytes)
-        records = self._atomically(lambda: self._read(bar, where))
-        self.signal, self._last_batch_id = signal, bar.batch_id
+        with self._one_call("read_records"):
+            bar, where, signal = self._envelope(bar_or_bytes)
+            records = self._atomically(lambda: self._read(bar, where))
+            self.signal, self._last_batch_id = signal, bar.batch_id
         slots = {int(pt): batch for pt, batch in records.items()}
         return RecordBundle(slots, {slot: schema_fingerprint(batch.schema) for slot, batch in slots.items()})
 
@@ -203,6 +210,10 @@ class Decoder:
 
         The slots tell the signal; a bundle without slots (an empty batch) needs Decoder(signal=...).
         """
+        with self._one_call("decode_records"):
+            return self._decode_records(record_bundle)
+
+    def _decode_records(self, record_bundle: RecordBundle) -> OtapBundle:
         if not isinstance(record_bundle, RecordBundle):
             raise DecodingError(f"expected a quiver_store RecordBundle, got {type(record_bundle).__name__}")
         types = {slot: _payload_type(slot, f"record bundle slot {slot}") for slot in record_bundle.slots}

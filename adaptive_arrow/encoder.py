@@ -19,6 +19,7 @@ from .config import EncoderConfig
 from .envelope import ArrowPayload, BatchArrowRecords
 from .errors import EncodingError, SchemaUpdateLimitError
 from .events import EncoderStats, Event, EventKind
+from .one_call import OneCallAtATime
 from .signature import schema_fingerprint
 from .stream import StreamWriter
 from .table_encoder import TableEncoder, TablePlan
@@ -46,6 +47,7 @@ class Encoder:
         self._next_schema_id = 0
         self._next_batch_id = 0
         self._orders: dict[PayloadType, tuple[str, ...]] | None = None
+        self._one_call = OneCallAtATime("Encoder", EncodingError)
 
     # -- planning (no state change) --------------------------------------------------------
     def _table(self, pt: PayloadType) -> TableEncoder:
@@ -132,16 +134,18 @@ class Encoder:
     # -- public API -------------------------------------------------------------------------
     def encode(self, bundle: OtapBundle) -> BatchArrowRecords:
         """One OTAP envelope: the root payload first, then related tables parent before child."""
-        planned = self._prepare(bundle)
-        payloads = self._commit(planned, bundle.num_rows, wire=True)
-        bar = BatchArrowRecords(self._next_batch_id, tuple(payloads))
-        self._next_batch_id += 1
-        return bar
+        with self._one_call("encode"):
+            planned = self._prepare(bundle)
+            payloads = self._commit(planned, bundle.num_rows, wire=True)
+            bar = BatchArrowRecords(self._next_batch_id, tuple(payloads))
+            self._next_batch_id += 1
+            return bar
 
     def encode_records(self, bundle: OtapBundle) -> RecordBundle:
         """The adaptive records as a Quiver bundle (slot = payload type id), without IPC encoding."""
-        planned = self._prepare(bundle)
-        self._commit(planned, bundle.num_rows, wire=False)
+        with self._one_call("encode_records"):
+            planned = self._prepare(bundle)
+            self._commit(planned, bundle.num_rows, wire=False)
         slots = {int(pt): record for pt, _, _, record in planned}
         fingerprints = {int(pt): schema_fingerprint(record.schema) for pt, _, _, record in planned}
         return RecordBundle(slots, fingerprints)
