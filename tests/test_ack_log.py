@@ -19,7 +19,9 @@ from quiver_store.subscriber.state import Outcome
 
 
 def no_reader(path):
-    raise AssertionError("no bundle reads in these tests")
+    """These registries have no segment files: ack()'s read of an unread bundle fails, as for a
+    dropped bundle, and the ack is still recorded."""
+    raise QuiverError(f"no segment files in these tests ({path})")
 
 
 def open_registry(directory, segments=(), **kw):

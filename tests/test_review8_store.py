@@ -190,13 +190,16 @@ def test_ingest_queue_refuses_a_non_store(store: object) -> None:
 
 # -- C: messages that name the real cause and advice that works --------------------------------------
 def test_reading_a_bundle_whose_segment_cleanup_deleted_names_cleanup(tmp_path: Path) -> None:
-    """Was: "segment 0 was deleted by retention (drop_oldest / max_age)" after a plain ack."""
+    """Was: "segment 0 was deleted by retention (drop_oldest / max_age)" after a plain ack. (An
+    acked delivery's bundle now stays readable: the deferred delivery, never read, shows it.)"""
     with QuiverStore.open(tmp_path / "s") as store:
         sub = store.subscribe("c")
         store.ingest(bundle(1, 10))
         store.flush()
         delivery = sub.next(timeout=2.0)
-        assert delivery is not None and delivery.ack()
+        assert delivery is not None and delivery.defer()
+        again = sub.next(timeout=2.0)
+        assert again is not None and again.ack()
         with pytest.raises(QuiverError, match=r"^segment 0 is gone before bundle 0 was read: every subscriber had settled it, so steady-state cleanup deleted it$"):
             delivery.bundle  # noqa: B018
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
 class Delivery:
     """One bundle handed to one subscriber; settle it with ack(), nack() or defer().
 
-    The bundle is read lazily from the segment file (memory-mapped) on first access.
+    The bundle is read lazily from the segment file (memory-mapped) on first access, and by ack()
+    if it was not read before: an ack may let retention delete the segment at once, and the bundle
+    must stay readable after it (`d.ack(); use(d.bundle)`, at-most-once processing).
     """
 
     __slots__ = ("_bundle", "_registry", "_settled", "bundle_index", "segment_seq", "sub_id", "subscriber")
@@ -44,6 +47,10 @@ class Delivery:
 
         Returns False when retention had already dropped the bundle (nothing to record).
         """
+        if self._bundle is None and self._settled is None:
+            # Dropped by retention or unreadable: the ack is still recorded and `bundle` raises why.
+            with contextlib.suppress(QuiverError):
+                self._bundle = self._registry.read_bundle(self.segment_seq, self.bundle_index)
         return self._settle("ack", Outcome.ACK)
 
     def nack(self) -> bool:
