@@ -28,7 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import seq_floor
+from . import fork_guard, seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
 from .errors import (
@@ -230,6 +230,7 @@ class QuiverStore:
         self.wal_dir = os.path.join(path, "wal")
         self.segments_dir = os.path.join(path, "segments")
         self._closed = True
+        self._forked_away: str | None = None  # set in a child process forked after open (fork_guard.py)
         self._lock_fd = -1
         self.stats_counters: dict[str, Any] = collections.defaultdict(int)
         for key in ("replayed_entries", "corrupt_entries", "quarantined_bytes", "torn_tail_bytes", "segments_written",
@@ -256,6 +257,7 @@ class QuiverStore:
             raise
         self._hub.start(f"quiver-maintenance[{path}]")
         # -- end subscribers --
+        fork_guard.track(self)
         self.stats_counters["open_seconds"] = time.perf_counter() - t0
 
     def _acquire_lock(self) -> None:
@@ -796,8 +798,12 @@ class QuiverStore:
         self.finalize_now("flush")
 
     def close(self) -> None:
-        """Finalize what is open, stop the threads, release the lock. Idempotent."""
+        """Finalize what is open, stop the threads, release the lock. Idempotent. In a process
+        forked after open it only forgets the store: the files and threads are the parent's."""
         if self._closed:
+            return
+        if self._forked_away is not None:
+            self._closed = True
             return
         error: BaseException | None = None
         try:
@@ -829,6 +835,7 @@ class QuiverStore:
         self._wal.close()
         self._release_lock()
         self._closed = True
+        fork_guard.forget(self)
 
     def _notify_all_threads(self) -> None:
         """Called holding the lock: wake the applier, the finalizer and every waiter."""
@@ -852,8 +859,19 @@ class QuiverStore:
         self.close()
 
     def _check_open(self) -> None:
+        if self._forked_away is not None:
+            raise QuiverError(self._forked_away)
         if self._closed or self._stopping:
             raise StoreClosedError(f"store {self.path} is closed")
+
+    def _left_in_parent(self, parent_pid: int) -> None:
+        """fork_guard: this is a child process forked after the store was opened in `parent_pid`."""
+        self._forked_away = (
+            f"store {self.path} was opened in process {parent_pid} before it forked; this process ({os.getpid()}) "
+            "cannot use it (it has the parent's files but not its threads). Open the store after the fork, in "
+            "the process that uses it; one process opens a store directory at a time"
+        )
+        self._hub.registry.forked_away = self._forked_away
 
     # -- reading ------------------------------------------------------------------------------------
     def _segment_info(self, seq: int) -> SegmentInfo:

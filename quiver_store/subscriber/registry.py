@@ -159,6 +159,7 @@ class SubscriberRegistry:
         self._waiting: dict[str, int] = {}  # threads blocked in next(), per subscriber
         self._progress_waiters = 0
         self._closed = False
+        self.forked_away: str | None = None
         self.on_processed: Callable[[int], None] | None = None  # set by the hub: a segment became deletable
         self.counters: dict[str, int] = {
             "orphaned_total": 0,
@@ -615,6 +616,8 @@ class SubscriberRegistry:
 
     # -- lifecycle --------------------------------------------------------------------------
     def _check(self) -> None:
+        if self.forked_away is not None:  # the store's message (engine.QuiverStore._left_in_parent)
+            raise QuiverError(self.forked_away)
         if self._closed:
             raise StoreClosedError("the store is closed; subscriptions ended")
 
