@@ -41,6 +41,7 @@ from .errors import (
 )
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
+from .reentry import CallDepth
 from .segment.accumulator import OpenSegment
 from .segment.info import SegmentInfo
 from .segment.writer import write_segment
@@ -231,6 +232,7 @@ class QuiverStore:
         self.segments_dir = os.path.join(path, "segments")
         self._closed = True
         self._forked_away: str | None = None  # set in a child process forked after open (fork_guard.py)
+        self._calls = CallDepth()  # close() from a signal handler inside a call waits for it (reentry.py)
         self._lock_fd = -1
         self.stats_counters: dict[str, Any] = collections.defaultdict(int)
         for key in ("replayed_entries", "corrupt_entries", "quarantined_bytes", "torn_tail_bytes", "segments_written",
@@ -255,6 +257,7 @@ class QuiverStore:
         except BaseException:
             self._shutdown()
             raise
+        self._hub.registry.calls = self._calls
         self._hub.start(f"quiver-maintenance[{path}]")
         # -- end subscribers --
         fork_guard.track(self)
@@ -425,6 +428,10 @@ class QuiverStore:
     # -- ingest ----------------------------------------------------------------------------------
     def ingest(self, bundle: RecordBundle) -> BundleReceipt:
         """Append `bundle` to the WAL; return once durable under `wal.durability`."""
+        with self._calls.inside():
+            return self._ingest(bundle)
+
+    def _ingest(self, bundle: RecordBundle) -> BundleReceipt:
         self._check_open()
         if not isinstance(bundle, RecordBundle):
             raise QuiverError(f"ingest expects a quiver_store.RecordBundle, got {type(bundle).__name__}")
@@ -774,6 +781,10 @@ class QuiverStore:
     def finalize_now(self, reason: str = "requested") -> SegmentInfo | None:
         """Seal the open segment now and wait until its file is durable; None if it was empty.
         `reason` is recorded in the segment's metadata (`quiver.finalize_reason`)."""
+        with self._calls.inside():
+            return self._finalize_now(reason)
+
+    def _finalize_now(self, reason: str) -> SegmentInfo | None:
         self._check_open()
         if not isinstance(reason, str) or not reason:
             raise ConfigError(f"finalize_now(reason=...): the reason must be a non-empty str, got {reason!r}")
@@ -799,8 +810,13 @@ class QuiverStore:
 
     def close(self) -> None:
         """Finalize what is open, stop the threads, release the lock. Idempotent. In a process
-        forked after open it only forgets the store: the files and threads are the parent's."""
+        forked after open it only forgets the store: the files and threads are the parent's. Called
+        from a signal handler that interrupted a call of this store, it runs when that call ends."""
         if self._closed:
+            return
+        if self._calls.defer_if_inside(self.close):
+            log.info("close() called inside a call of store %s on the same thread (a signal handler?): "
+                     "closing when that call returns", self.path)
             return
         if self._forked_away is not None:
             self._closed = True
@@ -901,17 +917,20 @@ class QuiverStore:
     def subscribe(self, name: str, start: str = "earliest") -> Subscription:
         """Register (or resume) subscriber `name`; see docs/user-guide.md, "Subscribers"."""
         self._check_open()
-        return self._hub.subscribe(name, start)  # type: ignore[arg-type]
+        with self._calls.inside():
+            return self._hub.subscribe(name, start)  # type: ignore[arg-type]
 
     def unsubscribe(self, name: str) -> None:
         """Remove subscriber `name` durably and release the segments it pinned."""
         self._check_open()
-        self._hub.unsubscribe(name)
+        with self._calls.inside():
+            self._hub.unsubscribe(name)
 
     def maintain(self) -> None:
         """Run retention now (orphans, max_age, steady-state cleanup, ack log checkpoint)."""
         self._check_open()
-        self._hub.tick()
+        with self._calls.inside():
+            self._hub.tick()
 
     # -- hooks for retention and subscribers --------------------------------------------------------
     def add_finalize_listener(self, fn: Callable[[SegmentInfo], None]) -> None:

@@ -20,6 +20,7 @@ from ..bundle import RecordBundle
 from ..config import SubscriberConfig
 from ..errors import CorruptionError, QuiverError, StoreClosedError
 from ..fs import DEFAULT_FS, FileSystem
+from ..reentry import CLOSE_CHECK, CallDepth
 from . import ack_log as log
 from .state import Key, Outcome, SegmentCatalog, SubscriberState
 from .subscription import Delivery, Subscription
@@ -160,6 +161,7 @@ class SubscriberRegistry:
         self._progress_waiters = 0
         self._closed = False
         self.forked_away: str | None = None
+        self.calls = CallDepth()  # the store's, once it opened the registry (quiver_store/reentry.py)
         self.on_processed: Callable[[int], None] | None = None  # set by the hub: a segment became deletable
         self.counters: dict[str, int] = {
             "orphaned_total": 0,
@@ -341,7 +343,9 @@ class SubscriberRegistry:
                             delivery = None
                             break
                         wait = remaining if wait is None else min(wait, remaining)
-                    self._cond.wait(wait)
+                    if self.calls.deferring():  # close() from a signal handler that interrupted this wait
+                        raise StoreClosedError("the store is closing (close() called during next()); subscriptions ended")
+                    self._cond.wait(CLOSE_CHECK if wait is None else min(wait, CLOSE_CHECK))
             finally:
                 self._waiting[name] -= 1
         if lsn is not None:

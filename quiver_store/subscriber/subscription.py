@@ -67,7 +67,8 @@ class Delivery:
                 f"delivery of segment {self.segment_seq} bundle {self.bundle_index} to {self.subscriber!r} "
                 f"was already settled with {self._settled}(); cannot {what}() it again"
             )
-        result = self._registry.settle(self, outcome)  # type: ignore[arg-type]
+        with self._registry.calls.inside():
+            result = self._registry.settle(self, outcome)  # type: ignore[arg-type]
         self._settled = what
         return result
 
@@ -94,13 +95,16 @@ class Subscription:
         Returns None on timeout; raises StoreClosedError once the store is closed, ConfigError for
         a timeout that is not None or a number of seconds >= 0 (infinity waits like None).
         """
-        return self._registry.next_delivery(self.name, _wait_seconds(timeout))
+        wait = _wait_seconds(timeout)
+        with self._registry.calls.inside():
+            return self._registry.next_delivery(self.name, wait)
 
     def __iter__(self) -> Iterator[Delivery]:
         """Yield deliveries until the store closes."""
         while True:
             try:
-                delivery = self._registry.next_delivery(self.name, None)
+                with self._registry.calls.inside():
+                    delivery = self._registry.next_delivery(self.name, None)
             except StoreClosedError:
                 return
             if delivery is not None:

@@ -1,0 +1,48 @@
+"""CallDepth: close() from a signal handler that interrupted a call of the same store.
+
+Python runs a signal handler in the main thread between two bytecodes, possibly inside a store
+call that holds one of the store's locks. A handler calling `store.close()` then waited for that
+lock forever (6 hangs in 8 SIGTERM runs of a `close(); sys.exit(0)` handler). So the public calls
+a main loop sits in count themselves per thread, and a close() made inside one is carried out when
+the outermost call on that thread returns or raises: after the handler's sys.exit() unwinds it, or
+as soon as the interrupted call finishes if the handler returns (a subscriber's blocking next()
+checks for it at least every CLOSE_CHECK seconds and then ends with StoreClosedError).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+CLOSE_CHECK = 0.5  # seconds: the longest a blocked next() waits before looking for a deferred close
+
+
+class CallDepth:
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Wrap a public call: counts it, then runs a close deferred during it on the way out."""
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        try:
+            yield
+        finally:
+            local.depth = depth
+            if depth == 0 and (deferred := getattr(local, "deferred", None)) is not None:
+                local.deferred = None
+                deferred()
+
+    def deferring(self) -> bool:
+        """A close is waiting for this thread's call to end (blocking waits then end it early)."""
+        return getattr(self._local, "deferred", None) is not None
+
+    def defer_if_inside(self, action: Callable[[], None]) -> bool:
+        """Called by close(): if this thread is inside a call, run `action` when it leaves and say so."""
+        if getattr(self._local, "depth", 0) == 0:
+            return False
+        self._local.deferred = action
+        return True

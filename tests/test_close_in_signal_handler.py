@@ -1,0 +1,109 @@
+"""close() from a signal handler that interrupted a call of the same store (SIGTERM -> close is the
+usual service shutdown). Before, the handler waited for a lock the interrupted call held: 6 hangs in
+8 runs of a `store.close(); sys.exit(0)` handler. Now the close runs when that call ends."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from quiver_store import QuiverStore, RecordBundle
+from quiver_store.errors import StoreClosedError
+
+INGEST_LOOP = r"""
+import signal, sys, pyarrow as pa
+from quiver_store import QuiverStore, RecordBundle
+store = QuiverStore.open(sys.argv[1])
+exit_in_handler = sys.argv[2] == "exit"
+closed = []
+def on_term(signum, frame):
+    store.close()
+    closed.append(True)  # no print here: it could interleave with the loop's print
+    if exit_in_handler:
+        sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+i = 0
+try:
+    while True:
+        store.ingest(RecordBundle({0: pa.record_batch({"i": [i]})}))
+        print("acked", i, flush=True)
+        i += 1
+except Exception as exc:
+    print("\nloop ended:", type(exc).__name__, flush=True)
+finally:
+    print("\nhandler closed" if closed else "\nhandler did not finish", flush=True)
+"""
+
+SUBSCRIBER_LOOP = r"""
+import signal, sys, pyarrow as pa
+from quiver_store import QuiverStore, RecordBundle
+store = QuiverStore.open(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda signum, frame: store.close())
+sub = store.subscribe("a")
+for i in range(5):
+    store.ingest(RecordBundle({0: pa.record_batch({"i": [i]})}))
+store.flush()
+print("ready", flush=True)
+for delivery in sub:  # blocks once the five are acked; ends when the store closes
+    delivery.ack()
+print("loop ended", flush=True)
+"""
+
+
+def run(script: str, store: Path, *args: str, after: float) -> list[str]:
+    child = subprocess.Popen([sys.executable, "-c", script, str(store), *args], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    time.sleep(after)
+    child.terminate()
+    out, _ = child.communicate(timeout=30)  # a hang fails here
+    assert child.returncode == 0, out[-500:]
+    return [line for line in out.splitlines() if line]
+
+
+def stored(path: Path) -> set[int]:
+    with QuiverStore.open(path) as store:
+        return {bundle.slots[0]["i"][0].as_py() for _, _, bundle in store.bundles()}
+
+
+@pytest.mark.parametrize("handler", ["exit", "return"])
+@pytest.mark.parametrize("after", [0.2, 0.45, 0.7])
+def test_sigterm_handler_closing_the_store_during_ingest(tmp_path: Path, handler: str, after: float) -> None:
+    lines = run(INGEST_LOOP, tmp_path / "s", handler, after=after)
+    assert lines[-1] == "handler closed", lines[-3:]
+    if handler == "return":  # the interrupted ingest finishes, the close follows, the next ingest is refused
+        assert lines[-2] == "loop ended: StoreClosedError", lines[-3:]
+    acked = {int(m.group(1)) for line in lines if (m := re.match(r"acked (\d+)", line))}
+    assert acked and acked <= stored(tmp_path / "s")
+
+
+def test_sigterm_handler_closing_the_store_during_a_blocked_next(tmp_path: Path) -> None:
+    lines = run(SUBSCRIBER_LOOP, tmp_path / "s", after=0.5)
+    assert lines[-1] == "loop ended"
+    with QuiverStore.open(tmp_path / "s") as store:
+        assert store.subscribe("a").next(timeout=0.2) is None  # all five were acked before the close
+
+
+def test_close_inside_a_call_runs_when_the_call_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deterministic form: close() made from inside ingest (as a signal handler would) is deferred."""
+    store = QuiverStore.open(tmp_path / "s")
+    checked = store._check_open
+
+    def check_then_close() -> None:
+        checked()
+        monkeypatch.setattr(store, "_check_open", checked)
+        store.close()  # inside ingest on this thread: deferred, returns at once
+        assert not store._closed
+
+    monkeypatch.setattr(store, "_check_open", check_then_close)
+    receipt = store.ingest(RecordBundle({0: pa.record_batch({"i": [7]})}))
+    assert receipt.sequence == 0 and store._closed  # the ingest completed, then the close ran
+    with pytest.raises(StoreClosedError):
+        store.ingest(RecordBundle({0: pa.record_batch({"i": [8]})}))
+    assert stored(tmp_path / "s") == {7}
