@@ -62,7 +62,12 @@ def run(script: str, store: Path, *args: str, after: float) -> list[str]:
     assert child.stdout is not None and child.stdout.readline() == "ready\n"
     time.sleep(after)
     child.terminate()
-    out, _ = child.communicate(timeout=30)  # a hang fails here
+    try:
+        out, _ = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise AssertionError(f"the child ({args}) hung for 30 s after SIGTERM") from None
     assert child.returncode == 0, out[-500:]
     return [line for line in out.splitlines() if line]
 
