@@ -16,6 +16,7 @@ on the way in, rather than stored and then impossible to export.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import cbor2
@@ -140,21 +141,21 @@ def _dumps(obj: Any) -> bytes:
 def ser_of_array(payload: bytes, path: str, depth: int) -> bytes:
     """CBOR of a serialized ArrayValue, the payload of ``AnyValue.array_value`` at `path`, whose
     AnyValue is at message level `depth` of the request."""
-    arr = _parse(ArrayValue, payload, path, depth)
-    try:
-        return _dumps(_array_to_py(arr, path, depth + 1))
-    except _TooDeep:
-        raise _too_deep(_deepest(arr, depth + 1), path) from None
+    return _ser_of(ArrayValue, _array_to_py, payload, path, depth)
 
 
 def ser_of_kvlist(payload: bytes, path: str, depth: int) -> bytes:
     """CBOR of a serialized KeyValueList, the payload of ``AnyValue.kvlist_value`` at `path`, whose
     AnyValue is at message level `depth` of the request."""
-    kvlist = _parse(KeyValueList, payload, path, depth)
+    return _ser_of(KeyValueList, _map_to_py, payload, path, depth)
+
+
+def _ser_of(message_type: Any, to_py: Callable[[Any, str, int], Any], payload: bytes, path: str, depth: int) -> bytes:
+    message = _parse(message_type, payload, path, depth)
     try:
-        return _dumps(_map_to_py(kvlist, path, depth + 1))
+        return _dumps(to_py(message, path, depth + 1))
     except _TooDeep:
-        raise _too_deep(_deepest(kvlist, depth + 1), path) from None
+        raise _too_deep(_deepest(message, depth + 1), path) from None
 
 
 def _too_deep(deepest: int | str, path: str) -> ConversionError:
