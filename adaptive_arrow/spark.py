@@ -27,6 +27,7 @@ from quiver_store import QuiverStore, StoreConfig, core_path
 from .config import EncoderConfig
 from .decoder import Decoder
 from .encoder import Encoder
+from .envelope import BatchArrowRecords
 from .errors import AdaptiveArrowError, SparkJobError
 
 if TYPE_CHECKING:
@@ -224,12 +225,17 @@ def collect_streams(df: DataFrame) -> Iterator[EncodedRow]:
         )
 
 
-def stream_decoders(rows: Iterable[EncodedRow]) -> Iterator[tuple[EncodedRow, Decoder]]:
-    """Pair each row with the decoder of its stream (a new one whenever the stream changes)."""
-    decoder, current = Decoder(), None
+def stream_decoders(
+    rows: Iterable[EncodedRow], signal: Signal | str | None = None
+) -> Iterator[tuple[EncodedRow, Decoder]]:
+    """Pair each row with the decoder of its stream (a new one whenever the stream changes).
+    ``signal`` pins the decoders' signal, which an envelope of a request without records (the
+    first of its stream, or after rejected rows) needs in order to decode."""
+    sig = _signal(signal) if signal is not None else None
+    decoder, current = Decoder(sig), None
     for row in rows:
         if row.stream != current:
-            decoder, current = Decoder(), row.stream
+            decoder, current = Decoder(sig), row.stream
         yield row, decoder
 
 
@@ -393,7 +399,13 @@ class _DecodeTask:
                 if stream != current:
                     decoder, current = Decoder(self.signal), stream
                 try:
-                    otlp.append(to_otlp(decoder.decode(otap)).SerializeToString())
+                    bar = BatchArrowRecords.from_bytes(otap)
+                    if not bar.payloads and decoder.signal is None:
+                        # A request without records: its envelope carries no table to tell the signal,
+                        # and an export request without records is zero bytes whatever its signal.
+                        otlp.append(b"")
+                        continue
+                    otlp.append(to_otlp(decoder.decode(bar)).SerializeToString())
                 except (OtapModelError, AdaptiveArrowError) as exc:
                     raise SparkJobError(f"stream {stream}, sequence {sequence}: {exc}") from None
             columns = [*batch.columns[: self.kept], stream_column, sequence_column, pa.array(otlp, pa.binary())]

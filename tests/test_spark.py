@@ -227,3 +227,25 @@ def test_ingest_otlp_refuses_a_root_that_is_no_path(spark) -> None:
     for root in (None, "", 5):
         with pytest.raises(SparkJobError, match=rf"^ingest_otlp: root must be a non-empty str or os\.PathLike directory, got {root!r}$"):
             ingest_otlp(frame, "logs", root)  # type: ignore[arg-type]
+
+
+def test_requests_without_records_decode_in_spark_and_on_the_driver(spark) -> None:
+    """Was: decode_otap failed the job ("cannot tell the signal (an envelope without payloads)")
+    when a stream's first decodable envelope came from a request without records (here after a
+    rejected null row), and stream_decoders had no way to pass the signal."""
+    good = _requests("logs", 1_000, 500, seed=6)
+    empty = _empty_logs_requests()
+    requests: list[bytes | None] = [None, empty[0], good[0], empty[1], good[1]]
+    frame = spark.createDataFrame(pa.table({"request": pa.array(range(5), pa.int64()), "value": pa.array(requests, pa.binary())}).to_pandas()).coalesce(1)
+    encoded = encode_otlp(frame, "logs", keep=["request"], errors="record").cache()
+
+    decoded = {r.request: r.otlp for r in decode_otap(encoded, keep=["request"]).collect()}
+    assert sorted(decoded) == [1, 2, 3, 4]  # the null request was rejected, so it has no envelope
+    assert decoded[1] == decoded[3] == b""  # an export request without records is zero bytes
+    for i in (2, 4):
+        assert canonical_order(REQUEST_TYPES[Signal.LOGS].FromString(decoded[i])) == _canonical("logs", requests[i])  # type: ignore[arg-type]
+
+    rows = [r for r in collect_streams(encoded) if r.otap is not None]
+    got = {row.kept["request"]: to_otlp(decoder.decode(row.otap)) for row, decoder in stream_decoders(rows, "logs")}
+    assert got[1].SerializeToString() == got[3].SerializeToString() == b""
+    assert canonical_order(got[2]) == _canonical("logs", good[0])
