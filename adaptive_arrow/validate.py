@@ -34,13 +34,17 @@ def check_schema(pt: PayloadType, batch: pa.RecordBatch) -> None:
         raise EncodingError(f"{pt.name}: unknown column(s) {unknown}; the reference schema has {ref.names}")
     missing = [n for n in ref.names if n not in got.names]
     if missing:
-        raise EncodingError(f"{pt.name}: missing column(s) {missing}; plain tables carry every reference column")
+        raise EncodingError(f"{pt.name}: missing column(s) {missing}; plain tables carry every reference column{_hint(pt)}")
     if got.names != ref.names:
-        raise EncodingError(f"{pt.name}: columns {got.names} are not in reference order {ref.names}")
+        raise EncodingError(f"{pt.name}: columns {got.names} are not in reference order {ref.names}{_hint(pt)}")
     for want, have in zip(ref, got):
         w, h = strip_annotations(want), strip_annotations(have)
         if not w.equals(h):
-            raise EncodingError(f"{pt.name}.{want.name}: wrong type {_describe(h)}, expected {_describe(w)}")
+            raise EncodingError(f"{pt.name}.{want.name}: wrong type {_describe(h)}, expected {_describe(w)}{_hint(pt)}")
+
+
+def _hint(pt: PayloadType) -> str:
+    return f" (otap_model.conform(table, PayloadType.{pt.name}) converts equivalent types and fills absent optional columns)"
 
 
 def _column(batch: pa.RecordBatch, path: str) -> tuple[pa.Field, pa.Array]:

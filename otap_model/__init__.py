@@ -2,6 +2,7 @@
 OTLP/JSON and Zipkin, and a generator of realistic telemetry."""
 
 from .bundle import OtapBundle
+from .conform import conform
 from .errors import ConversionError, MissingTableError, OtapModelError, SchemaError
 from .generator import generate, generate_otlp
 from .otlp import from_otlp, from_otlp_json, normalize_otlp, to_otlp, to_otlp_json
@@ -32,6 +33,7 @@ __all__ = [
     "SchemaError",
     "Signal",
     "annotation",
+    "conform",
     "conforms",
     "from_otlp",
     "from_otlp_json",

@@ -338,9 +338,12 @@ def conforms(batch: pa.RecordBatch, pt: PayloadType) -> None:
     """Raise SchemaError unless `batch` has the reference schema's names, types and nullability."""
     ref = reference_schema(pt)
     got = batch.schema
+    hint = f" (otap_model.conform(table, PayloadType.{pt.name}) converts equivalent types and fills absent optional columns)"
     if got.names != ref.names:
-        raise SchemaError(f"{pt.name}: columns {got.names} differ from the reference {ref.names}")
+        raise SchemaError(f"{pt.name}: columns {got.names} differ from the reference {ref.names}{hint}")
     for want, have in zip(ref, got):
         w, h = strip_annotations(want), strip_annotations(have)
         if not w.equals(h):
-            raise SchemaError(f"{pt.name}.{want.name}: expected {w.type} (nullable={w.nullable}), got {h.type} (nullable={h.nullable})")
+            raise SchemaError(
+                f"{pt.name}.{want.name}: expected {w.type} (nullable={w.nullable}), got {h.type} (nullable={h.nullable}){hint}"
+            )
