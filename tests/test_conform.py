@@ -200,3 +200,42 @@ def test_objects_exporting_an_arrow_stream_are_accepted() -> None:
 
     assert conform(ForeignFrame(), P.SPAN_ATTRS).equals(batch)
     assert np.array_equal(conform(ForeignFrame(), P.SPAN_ATTRS).column("parent_id").to_numpy(), batch.column("parent_id").to_numpy())
+
+
+def _donors(n: int) -> list[pa.Array]:
+    """Columns of many Arrow types a foreign table might put under any reference name."""
+    big = pa.array([2**64 - 1 - i for i in range(n)], pa.uint64())
+    return [
+        pa.array(range(n), pa.int8()), big, pa.array([float("nan")] * n), pa.array([0.5] * n, pa.float32()),
+        pa.array(["x"] * n), pa.array([b"\xff"] * n), pa.array([True] * n), pa.nulls(n),
+        pa.array([0] * n, pa.date32()), pa.array([1] * n, pa.decimal128(5, 2)), pa.array([1] * n, pa.timestamp("s")),
+        pa.array([1] * n, pa.duration("ms")), pa.array([b"abcd"] * n, pa.binary(4)),
+        pa.array([{"type": 1, "str": "s"}] * n), pa.array([["a"]] * n), pa.array([[1, 2]] * n, pa.large_list(pa.int64())),
+        pa.array([[("k", 1)]] * n, pa.map_(pa.string(), pa.int64())), pa.array(["a", "b"] * (n // 2)).dictionary_encode(),
+        pa.array([None] * n, pa.string()), pa.array([[1.5]] * n),
+    ]
+
+
+FUZZ_TABLES = {pt: t.slice(0, 4) for b in BUNDLES.values() for pt, t in b.tables.items() if t.num_rows >= 4}
+
+
+@settings(max_examples=200, deadline=None)
+@given(pt=st.sampled_from(sorted(FUZZ_TABLES)), swaps=st.dictionaries(st.integers(0, 25), st.integers(-1, 19), max_size=4))
+def test_any_arrow_column_is_conformed_or_refused_with_schema_error(pt: PayloadType, swaps: dict[int, int]) -> None:
+    """Fuzz: a real table with a few columns dropped (-1) or replaced by columns of other Arrow
+    types; conform returns a valid reference table or raises SchemaError, never another exception."""
+    table, donors = FUZZ_TABLES[pt], _donors(4)
+    columns = {f.name: table.column(i) for i, f in enumerate(table.schema)}
+    for i, pick in swaps.items():
+        name = table.schema.names[i % table.num_columns]
+        if pick < 0:
+            columns.pop(name, None)
+        else:
+            columns[name] = donors[pick]
+    try:
+        got = conform(pa.table(columns), pt)
+    except SchemaError as exc:
+        assert str(exc).startswith(pt.name)
+    else:
+        assert got.schema.equals(reference_schema(pt), check_metadata=True)
+        got.validate(full=True)
