@@ -500,6 +500,8 @@ class QuiverStore:
         deadline = time.monotonic() + self.config.retention.backpressure_timeout
         with self._cv:
             while self._inbox_bytes >= self._inbox_limit and not self._stopping:
+                if self._calls.deferring():  # close() from a signal handler that interrupted this wait
+                    raise StoreClosedError(f"store {self.path} is closing (close() called during ingest); this bundle was not stored")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StoreFullError(

@@ -5,8 +5,9 @@ call that holds one of the store's locks. A handler calling `store.close()` then
 lock forever (6 hangs in 8 SIGTERM runs of a `close(); sys.exit(0)` handler). So the public calls
 a main loop sits in count themselves per thread, and a close() made inside one is carried out when
 the outermost call on that thread returns or raises: after the handler's sys.exit() unwinds it, or
-as soon as the interrupted call finishes if the handler returns (a subscriber's blocking next()
-checks for it at least every CLOSE_CHECK seconds and then ends with StoreClosedError).
+as soon as the interrupted call finishes if the handler returns. Calls that block check for it
+at least every CLOSE_CHECK seconds and then end with StoreClosedError: a subscriber's next(), and
+an ingest held by backpressure (size cap or a lagging finalizer), whose bundle is then not stored.
 """
 
 from __future__ import annotations

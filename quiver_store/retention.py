@@ -178,6 +178,8 @@ class Retention:
             while True:
                 if self.closed:
                     raise StoreClosedError("the store closed while ingest was waiting for space")
+                if self.registry.calls.deferring():  # close() from a signal handler that interrupted this wait
+                    raise StoreClosedError("the store is closing (close() called while ingest waited for space); this bundle was not stored")
                 if self._fits(cap, incoming) or self._evict_processed(cap, incoming):
                     return
                 if self.store.open_segment_bytes() > 0:

@@ -56,6 +56,25 @@ for delivery in sub:  # blocks once the five are acked; ends when the store clos
 print("loop ended", flush=True)
 """
 
+BLOCKED_INGEST = r"""
+import signal, sys, pyarrow as pa
+from quiver_store import QuiverStore, RecordBundle, StoreConfig
+from quiver_store.config import RetentionConfig
+config = StoreConfig(retention=RetentionConfig(size_cap=2 << 20, size_cap_policy="backpressure", backpressure_timeout=600))
+store = QuiverStore.open(sys.argv[1], config)
+signal.signal(signal.SIGTERM, lambda signum, frame: store.close())
+store.subscribe("never-acks")  # pins every segment: the cap is reached and ingest blocks
+print("ready", flush=True)
+i = 0
+try:
+    while True:
+        store.ingest(RecordBundle({0: pa.record_batch({"i": [i] * 20_000})}))
+        print("acked", i, flush=True)
+        i += 1
+except Exception as exc:
+    print("loop ended:", type(exc).__name__, exc, flush=True)
+print("closed" if store._closed else "open", flush=True)
+"""
 
 def run(script: str, store: Path, *args: str, after: float) -> list[str]:
     child = subprocess.Popen([sys.executable, "-c", script, str(store), *args], stdout=subprocess.PIPE, text=True)
@@ -112,3 +131,38 @@ def test_close_inside_a_call_runs_when_the_call_ends(tmp_path: Path, monkeypatch
     with pytest.raises(StoreClosedError):
         store.ingest(RecordBundle({0: pa.record_batch({"i": [8]})}))
     assert stored(tmp_path / "s") == {7}
+
+
+def test_sigterm_handler_closing_the_store_while_ingest_is_held_by_backpressure(tmp_path: Path) -> None:
+    """The blocked ingest ends at once with StoreClosedError instead of waiting out the 600 s
+    backpressure_timeout; every bundle acknowledged before it is stored."""
+    lines = run(BLOCKED_INGEST, tmp_path / "s", after=3.0)
+    assert lines[-1] == "closed", lines[-3:]
+    assert lines[-2].startswith("loop ended: StoreClosedError the store is closing (close() called while ingest waited"), lines[-3:]
+    acked = {int(m.group(1)) for line in lines if (m := re.match(r"acked (\d+)", line))}
+    assert acked and acked == stored(tmp_path / "s")
+
+
+def test_close_inside_an_ingest_held_by_a_lagging_finalizer_ends_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deterministic form of the other backpressure wait (committed bundles waiting for the
+    finalizer): a close() deferred during it ends the ingest with StoreClosedError, not
+    StoreFullError after backpressure_timeout, and nothing of that bundle is stored."""
+    from quiver_store import StoreConfig
+    from quiver_store.config import RetentionConfig
+
+    store = QuiverStore.open(tmp_path / "s", StoreConfig(retention=RetentionConfig(backpressure_timeout=5.0)))
+    store.ingest(RecordBundle({0: pa.record_batch({"i": [1]})}))
+    checked = store._check_open
+
+    def check_then_close() -> None:
+        checked()
+        monkeypatch.setattr(store, "_check_open", checked)
+        monkeypatch.setattr(store, "_inbox_limit", 0)  # the finalizer is "behind": admission waits
+        store.close()  # as a signal handler would, inside ingest: deferred
+        assert not store._closed
+
+    monkeypatch.setattr(store, "_check_open", check_then_close)
+    with pytest.raises(StoreClosedError, match=r"is closing \(close\(\) called during ingest\); this bundle was not stored"):
+        store.ingest(RecordBundle({0: pa.record_batch({"i": [2]})}))
+    assert store._closed
+    assert stored(tmp_path / "s") == {1}
