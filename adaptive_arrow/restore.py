@@ -9,6 +9,7 @@ encoder kept (``encoding`` of id columns) is merged onto the reference field so 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from .errors import DecodingError
@@ -58,7 +59,12 @@ def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length:
         kids = []
         for i in range(t.num_fields):
             gidx = got_type.get_field_index(t.field(i).name)
-            kids.append(_restore_array(ref.type.field(i), t.field(i), flat[gidx] if gidx >= 0 else None, len(array)))
+            kid = _restore_array(ref.type.field(i), t.field(i), flat[gidx] if gidx >= 0 else None, len(array))
+            if not t.field(i).nullable and kid.null_count and array.null_count:
+                # Under null structs (`flatten` puts nulls there) a not-null child still needs a
+                # value, or writers that check nullability (Parquet) refuse the table.
+                kid = pc.if_else(array.is_valid(), kid, pa.scalar(0, pa.int64()).cast(kid.type))
+            kids.append(kid)
         mask = array.is_null() if array.null_count else None
         return pa.StructArray.from_arrays(kids, fields=list(t), mask=mask)
     if pt.is_map(t):
@@ -92,6 +98,12 @@ def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length:
     return array
 
 
+def _required_children(t: pa.DataType) -> bool:
+    """A struct with a not-null child (the log body's ``type``): restored even when the emitted
+    type matches, so that the child holds a value under null structs."""
+    return pt.is_struct(t) and any(not t.field(i).nullable for i in range(t.num_fields))
+
+
 class RestorePlan:
     """How to restore records of one emitted schema: per reference field, the restored field and
     the emitted column it comes from. Built once per schema; columns whose emitted type already
@@ -108,7 +120,8 @@ class RestorePlan:
             idx = schema.get_field_index(ref.name)
             got = schema.field(idx) if idx >= 0 else None
             out = _restore_field(ref, got)
-            self.columns.append((ref, out, idx, got is not None and got.type.equals(out.type)))
+            as_is = got is not None and got.type.equals(out.type) and not _required_children(out.type)
+            self.columns.append((ref, out, idx, as_is))
         self.schema = pa.schema([out for _, out, _, _ in self.columns], metadata=schema.metadata)
 
     def apply(self, batch: pa.RecordBatch, where: str) -> pa.RecordBatch:

@@ -271,7 +271,7 @@ class TableEncoder:
         array = plan.arrays[id(node)]
         if node.kind is Kind.STRUCT:
             present = [c for c in node.children if self._present(c, plan)]
-            kids = [self._emit(c, out.type.field(c.name), plan) for c in present]
+            kids = [_fill_required(self._emit(c, out.type.field(c.name), plan), out.type.field(c.name), array) for c in present]
             if not kids:
                 validity = pc.is_valid(array)
                 return pa.StructArray.from_buffers(out.type, len(array), [validity.buffers()[1]])
@@ -354,3 +354,12 @@ def _metadata_key(schema: pa.Schema) -> str:
     if schema.metadata:
         parts.append(f"@{sorted(schema.metadata.items())}")
     return ";".join(parts)
+
+
+def _fill_required(array: pa.Array, field: pa.Field, struct: pa.Array) -> pa.Array:
+    """A not-null struct child (the log body's ``type``) with a value under null structs, where
+    inspection saw the nulls `flatten` puts there: writers that check nullability (Parquet) refuse
+    a not-null column holding nulls. Such children are plain integers."""
+    if field.nullable or not array.null_count or not struct.null_count:
+        return array
+    return pc.if_else(struct.is_valid(), array, pa.scalar(0, pa.int64()).cast(array.type))

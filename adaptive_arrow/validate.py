@@ -173,12 +173,14 @@ _MAX_TYPE_CODE = 7  # EMPTY, STR, INT, DOUBLE, BOOL, MAP, SLICE, BYTES (otap_mod
 def check_values(bundle: OtapBundle, error: type[AdaptiveArrowError] = EncodingError, where: str = "") -> None:
     """Not-null top-level columns hold no nulls and attribute tables' AnyValue ``type`` codes are
     defined ones: nulls and unknown codes would reach OTLP as garbage or fail its conversion.
-    The log body's struct (``body.type``) is not checked yet: test generators fill it freely."""
+    The log body's ``type`` is checked likewise where the body is not null."""
     for key, batch in bundle.tables.items():
         pt = PayloadType(key)
         for field, array in zip(batch.schema, batch.columns):
             if not field.nullable and array.null_count:
                 raise _null_error(error, f"{where}{pt.name}.{field.name}", array.is_null())
+        if pt is PayloadType.LOGS and batch.num_rows:
+            _check_body(batch.column("body"), error, f"{where}{pt.name}.body.type")
         if pt in ATTRIBUTE_TABLES and batch.num_rows:
             codes = batch.column("type")
             top = pc.max(codes).as_py()
@@ -188,6 +190,26 @@ def check_values(bundle: OtapBundle, error: type[AdaptiveArrowError] = EncodingE
                     f"{where}{pt.name}.type: unknown AnyValue type code {top} at row {row}; "
                     f"defined codes are 0 (empty) to {_MAX_TYPE_CODE} (bytes)"
                 )
+
+
+def _check_body(body: pa.Array, error: type[AdaptiveArrowError], where: str) -> None:
+    """A present body needs a defined AnyValue type code (slots under a null body are free)."""
+    codes = body.field(0)
+    if codes.null_count == 0 and body.null_count == 0:
+        top = pc.max(codes).as_py()
+        if top is None or top <= _MAX_TYPE_CODE:
+            return
+    present = body.is_valid()
+    nulls = pc.and_(present, codes.is_null())
+    if pc.any(nulls).as_py():
+        raise _null_error(error, f"{where} of a present body", nulls)
+    bad = pc.and_(present, pc.greater(codes, _MAX_TYPE_CODE))
+    if pc.any(bad).as_py():
+        rows = _rows(bad)
+        raise error(
+            f"{where}: unknown AnyValue type code {codes[int(rows[0])].as_py()} at row {int(rows[0])}; "
+            f"defined codes are 0 (empty) to {_MAX_TYPE_CODE} (bytes)"
+        )
 
 
 def _rows(mask: pa.Array) -> np.ndarray:

@@ -66,8 +66,10 @@ def _column(f: pa.Field, on: bool, n: int, rng: np.random.Generator, children_on
         kids = []
         for i in range(f.type.num_fields):
             child = f.type.field(i)
-            kid_on = (not child.nullable) or child.name in children_on
-            kids.append(_column(child, kid_on, n, rng, frozenset()))
+            if not child.nullable:  # the body's AnyValue type code: required, 0 (empty) to 7 (bytes)
+                kids.append(pa.array(rng.integers(0, 8, n), child.type))
+                continue
+            kids.append(_column(child, child.name in children_on, n, rng, frozenset()))
         return pa.StructArray.from_arrays(kids, fields=list(f.type), mask=pa.array(rng.random(n) < 0.2))
     return _leaf(f.type, n, rng)
 

@@ -66,6 +66,13 @@ def _bad_cases() -> list[tuple[str, OtapBundle, type[Exception], str]]:
         schema=pa.schema([ATTRS.schema.field(1), ATTRS.schema.field(0), *list(ATTRS.schema)[2:]]),
     )
     out_of_range = ATTRS.set_column(0, ATTRS.schema.field(0), pa.array([0, 1, 2, 99], pa.uint16()))
+    body_field = LOGS.schema.field("body")
+
+    def with_body(codes: list[int | None], absent: list[bool]) -> pa.RecordBatch:
+        kids = [pa.array(codes, pa.uint8()), pa.array(["a", "b", "c", "d"]), *(pa.nulls(4, f.type) for f in list(body_field.type)[2:])]
+        body = pa.StructArray.from_arrays(kids, fields=list(body_field.type), mask=pa.array(absent))
+        return LOGS.set_column(LOGS.schema.get_field_index("body"), body_field, body)
+
     return [
         ("unknown column", _with(GOOD1, P.LOG_ATTRS, extra), EncodingError, r"LOG_ATTRS: unknown column\(s\) \['color'\]"),
         ("wrong type", _with(GOOD1, P.LOG_ATTRS, wrong_type), EncodingError, r"LOG_ATTRS.key: wrong type large_string"),
@@ -74,6 +81,10 @@ def _bad_cases() -> list[tuple[str, OtapBundle, type[Exception], str]]:
         ("ids out of range", _with(GOOD1, P.LOG_ATTRS, out_of_range), EncodingError,
          r"LOG_ATTRS.parent_id: 1 value\(s\) out of range \(e.g. 99\): no LOGS.id has that id"),
         ("orphan table", OtapBundle(Signal.LOGS, {P.LOG_ATTRS: ATTRS}), EncodingError, r"the bundle has no LOGS table"),
+        ("body without a type", _with(GOOD1, P.LOGS, with_body([1, None, None, 1], [False, False, True, False])), EncodingError,
+         r"^LOGS.body.type of a present body: 1 null value\(s\) in a not-null column \(e.g. rows \[1\]\)$"),
+        ("body type code", _with(GOOD1, P.LOGS, with_body([1, 1, 9, 12], [False, False, False, True])), EncodingError,
+         r"^LOGS.body.type: unknown AnyValue type code 9 at row 2; defined codes are 0 \(empty\) to 7 \(bytes\)$"),
         ("wrong signal", OtapBundle(Signal.TRACES, {}), EncodingError, r"bundle holds traces but this encoder encodes logs"),
     ]
 
