@@ -86,3 +86,19 @@ def test_tables_loaded_from_a_store_write_to_parquet(tmp_path: Path) -> None:
     assert required_nulls(table) == []
     pq.write_table(table, tmp_path / "stored.parquet")
     assert pq.read_table(tmp_path / "stored.parquet").num_rows == 3000
+
+
+PROFILES = [(s, p) for s in Signal for p in ("default", "high-cardinality", "sparse")] + [(Signal.METRICS, "multivariate")]
+
+
+@pytest.mark.parametrize(("signal", "profile"), PROFILES, ids=[f"{s.value}-{p}" for s, p in PROFILES])
+def test_every_generated_table_and_its_records_write_to_parquet(signal: Signal, profile: str, tmp_path: Path) -> None:
+    encoder, decoder = Encoder(signal), Decoder()
+    for bundle in generate(signal, 2000, batch_size=1000, seed=3, profile=profile):
+        records = encoder.encode_records(bundle)
+        decoded = decoder.decode_records(records)
+        tables = [(f"records-{P(s).name}", b) for s, b in records.slots.items()]
+        tables += [(f"decoded-{pt.name}", t) for pt, t in decoded.tables.items()]
+        for name, table in tables:
+            assert required_nulls(table) == [], name
+            pq.write_table(pa.Table.from_batches([table]), tmp_path / f"{name}.parquet")
