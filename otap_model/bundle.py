@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from .errors import MissingTableError
+from .errors import MissingTableError, SchemaError
 from .payload import SIGNAL_PAYLOADS, PayloadType, Signal
 
 
@@ -23,11 +23,35 @@ class OtapBundle:
     tables: dict[PayloadType, pa.RecordBatch] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.signal = Signal(self.signal)
+        try:
+            self.signal = Signal(self.signal)
+        except ValueError:
+            raise SchemaError(f"OtapBundle: signal {self.signal!r} is not one of {[s.value for s in Signal]}") from None
+        if not isinstance(self.tables, Mapping):
+            raise SchemaError(f"OtapBundle: tables must be a dict of PayloadType to pyarrow.RecordBatch, got {type(self.tables).__name__}")
+        if all(type(pt) is PayloadType and type(t) is pa.RecordBatch for pt, t in self.tables.items()):
+            self._check_signal(self.tables)
+            return
+        keys = {key: self._payload_type(key) for key in self.tables}
+        self._check_signal(keys.values())
+        self.tables = {keys[key]: _as_batch(table, key) for key, table in self.tables.items()}
+
+    def _payload_type(self, key: object) -> PayloadType:
+        try:
+            return PayloadType(key)  # type: ignore[arg-type]
+        except ValueError:
+            raise SchemaError(
+                f"OtapBundle({self.signal.value}): table key {key!r} is not a payload type (PayloadType member or its number)"
+            ) from None
+
+    def _check_signal(self, payload_types: Iterable[PayloadType]) -> None:
         allowed = SIGNAL_PAYLOADS[self.signal]
-        for pt in self.tables:
+        for pt in payload_types:
             if pt not in allowed:
-                raise ValueError(f"payload type {PayloadType(pt).name} does not belong to signal {self.signal.value}")
+                raise SchemaError(
+                    f"payload type {PayloadType(pt).name} does not belong to signal {self.signal.value}; "
+                    f"its payload types are {[p.name for p in allowed]}"
+                )
 
     def __getitem__(self, pt: PayloadType) -> pa.RecordBatch:
         try:
@@ -82,3 +106,16 @@ class OtapBundle:
     def of(cls, signal: Signal, tables: Mapping[PayloadType, pa.RecordBatch]) -> OtapBundle:
         """Build a bundle dropping empty tables."""
         return cls(signal, {PayloadType(pt): t for pt, t in tables.items() if t.num_rows})
+
+
+def _as_batch(table: object, key: object) -> pa.RecordBatch:
+    """A table as the one RecordBatch a bundle holds (a pyarrow Table is combined)."""
+    if isinstance(table, pa.RecordBatch):
+        return table
+    if isinstance(table, pa.Table):
+        return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+    name = PayloadType(key).name  # type: ignore[arg-type]
+    raise SchemaError(
+        f"OtapBundle: the {name} table must be a pyarrow.RecordBatch or Table, got {type(table).__name__} "
+        f"(otap_model.conform(table, PayloadType.{name}) takes pandas and other Arrow producers' tables)"
+    )

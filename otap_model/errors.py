@@ -5,8 +5,9 @@ class OtapModelError(Exception):
     """Base class of every otap_model error."""
 
 
-class SchemaError(OtapModelError):
-    """A table does not conform to its payload type's reference schema."""
+class SchemaError(OtapModelError, ValueError):
+    """A table does not conform to its payload type's reference schema, or a bundle holds what is
+    not a table of its signal. Also a ValueError, which OtapBundle raised for the latter before."""
 
 
 class ConversionError(OtapModelError):
