@@ -2,13 +2,13 @@
 exact reference schema of its payload type, which the encoder and `to_otlp` require.
 
 Only value-preserving changes are made, and each is checked: other Arrow layouts of the same
-values (large_string, string_view, large_binary, binary_view, dictionary-encoded columns,
-large_list), wider or signed integers whose values fit the reference width (and whole floats,
-as pandas makes of integer columns with nulls), float32, timestamps in
-another unit or time zone (or integer nanoseconds since the epoch), binary ids of the reference
-width as fixed-size binary, nullable fields without nulls where the reference says not null, and
-absent optional columns (filled with nulls). Numbers given for a timestamp or duration are
-nanoseconds, as OTLP's ``*_unix_nano`` fields are. Anything else raises SchemaError naming the column.
+values (large_string, string_view, large_binary, binary_view, large_list, dictionary-encoded
+columns), wider or signed integers whose values fit the reference width (and whole floats, as
+pandas makes of integer columns with nulls), float32, timestamps and durations in another unit or
+time zone, or as numbers of nanoseconds (as OTLP's ``*_unix_nano`` fields are), binary ids of the
+reference width as fixed-size binary, nullable fields without nulls where the reference says not
+null, and absent optional columns (filled with nulls). Anything else raises SchemaError naming
+the column.
 """
 
 from __future__ import annotations
@@ -35,12 +35,18 @@ def conform(table: Any, pt: PayloadType) -> pa.RecordBatch:
     Arrow stream (polars, DuckDB: the ``__arrow_c_stream__`` protocol). A batch that already has
     the reference schema is returned as it is.
     """
-    pt = PayloadType(pt)
+    try:
+        pt = PayloadType(pt)
+    except ValueError:
+        raise SchemaError(f"conform: {pt!r} is not a payload type (PayloadType member or its number)") from None
     batch = _as_batch(table, pt)
     ref = reference_schema(pt)
-    if batch.schema.equals(ref, check_metadata=True):
-        return batch
-    if batch.schema.equals(ref):  # the same types: only the annotations are missing
+    if batch.schema.equals(ref):  # the same types (annotations aside): only nulls to rule out
+        for want, column in zip(ref, batch.columns):
+            if not want.nullable and column.null_count:
+                _refuse_nulls(column, f"{pt.name}.{want.name}")
+        if batch.schema.equals(ref, check_metadata=True):
+            return batch
         return pa.RecordBatch.from_arrays(batch.columns, schema=ref)
     unknown = [n for n in batch.schema.names if ref.get_field_index(n) < 0]
     if unknown:
@@ -77,7 +83,10 @@ def _as_table(data: Any, pt: PayloadType) -> pa.Table:
         except (pa.ArrowException, TypeError, ValueError) as e:
             raise SchemaError(f"{pt.name}: the pandas DataFrame does not convert to Arrow: {e}") from None
     if hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__"):
-        return pa.table(data)
+        try:
+            return pa.table(data)
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise SchemaError(f"{pt.name}: the {type(data).__name__} does not export an Arrow table: {e}") from None
     raise SchemaError(
         f"{pt.name}: expected a pyarrow RecordBatch or Table, a pandas DataFrame or an object with "
         f"__arrow_c_stream__, got {type(data).__name__}"

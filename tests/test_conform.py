@@ -95,6 +95,15 @@ def test_a_conforming_batch_is_returned_as_is() -> None:
     assert conform(batch, P.LOGS) is batch
 
 
+def test_a_batch_of_the_reference_schema_is_still_checked_for_nulls() -> None:
+    attrs = BUNDLES[Signal.LOGS][P.LOG_ATTRS]
+    keys = pa.array([None, *attrs.column("key").to_pylist()[1:]], pa.string())
+    with pytest.raises(SchemaError, match=r"^LOG_ATTRS.key: 1 null value\(s\) in a not-null column \(e.g. rows \[0\]\)$"):
+        conform(attrs.set_column(1, attrs.schema.field("key"), keys), P.LOG_ATTRS)
+    with pytest.raises(SchemaError, match=r"^conform: 99 is not a payload type"):
+        conform(attrs, 99)  # type: ignore[arg-type]
+
+
 def test_absent_optional_columns_and_struct_fields_are_filled_with_nulls() -> None:
     got = conform(pa.table({
         "parent_id": pa.array([0, 1], pa.int64()),
