@@ -108,6 +108,12 @@ class WalWriter:
             self.file_end = max(active_size, active_file_size or 0)
         else:
             self._create_active()
+        point = truncate_point
+        if point is not None and point.generation == self.generation:
+            # The prefix the sidecar covers is in segments: punched before the restart, or not yet.
+            # Either way it must not count as usage again (punching a hole twice is harmless); below
+            # RECLAIM_THRESHOLD it counts until reclaimed, as before the restart.
+            self._reclaim_active(min(point.offset, self.size))
         self._preallocator: Preallocator | None = None
         if self.preallocate:
             self._preallocator = Preallocator(self, f"quiver-wal-prealloc[{wal_dir}]")
