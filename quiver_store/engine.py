@@ -382,6 +382,9 @@ class QuiverStore:
         self._abandoned = False
         self._halted: BaseException | None = None  # a logged bundle the open segment could not take
         self._closed = False
+        self._closer: int | None = None  # the thread running close(); a concurrent close waits for it
+        self._close_lock = threading.Lock()
+        self._close_done = threading.Event()
         self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
         self._finalizer = threading.Thread(target=self._finalize_loop, name=f"quiver-finalizer[{self.path}]", daemon=True)
         self._applier.start()
@@ -813,7 +816,8 @@ class QuiverStore:
     def close(self) -> None:
         """Finalize what is open, stop the threads, release the lock. Idempotent. In a process
         forked after open it only forgets the store: the files and threads are the parent's. Called
-        from a signal handler that interrupted a call of this store, it runs when that call ends."""
+        from a signal handler that interrupted a call of this store, it runs when that call ends.
+        A close() from another thread while one runs waits for it to finish, then returns."""
         if self._closed:
             return
         if self._calls.defer_if_inside(self.close):
@@ -823,6 +827,21 @@ class QuiverStore:
         if self._forked_away is not None:
             self._closed = True
             return
+        me = threading.get_ident()
+        with self._close_lock:
+            closer = self._closer
+            if closer is None:
+                self._closer = me
+        if closer is not None:
+            if closer != me:  # (on the closing thread itself: a signal handler inside close())
+                self._close_done.wait()
+            return
+        try:
+            self._close()
+        finally:
+            self._close_done.set()
+
+    def _close(self) -> None:
         error: BaseException | None = None
         try:
             self.finalize_now("close")

@@ -50,3 +50,34 @@ def test_the_reclaimed_wal_prefix_does_not_count_again_after_a_reopen(tmp_path: 
         store.ingest(bundle(99, rows=100))
         assert len(store.segments()) == segments  # nothing dropped
         assert store.stats()["quiver.segment.dropped_total"] == 0
+
+
+def test_concurrent_close_calls_run_the_close_once(tmp_path: Path) -> None:
+    """Two threads closing one store both ran the close: 3 of 5 tries raised a bare OSError
+    (EBADF, the lock file's descriptor closed twice, a number that may belong to another file by
+    then), 1 a QuiverError from finalizing a closed store. Now the second waits for the first."""
+    import threading
+
+    for attempt in range(10):
+        path = tmp_path / str(attempt)
+        store = QuiverStore.open(path)
+        for i in range(5):
+            store.ingest(bundle(i, rows=100))
+        errors: list[BaseException] = []
+        start = threading.Barrier(3)
+
+        def close(store: QuiverStore = store, start: threading.Barrier = start, errors: list[BaseException] = errors) -> None:
+            start.wait()
+            try:
+                store.close()
+            except BaseException as exc:  # the test reports every kind
+                errors.append(exc)
+
+        threads = [threading.Thread(target=close) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == [] and store._closed
+        with QuiverStore.open(path) as again:  # the lock was released once, the data is whole
+            assert sorted(b.slots[0]["v"][0].as_py() for _, _, b in again.bundles()) == [0, 1, 2, 3, 4]
