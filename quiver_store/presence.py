@@ -22,7 +22,7 @@ from .segment.info import SegmentInfo
 from .subscriber import ack_log
 from .subscriber.registry import RebuiltState, rebuild
 from .wal import sidecar
-from .wal.format import HEADER_LEN, decode_header
+from .wal.format import HEADER_LEN, Entry, decode_header
 from .wal.reader import Damage, scan
 from .wal.rotation import ACTIVE, QUARANTINE_DIR, chunk_name
 
@@ -57,9 +57,13 @@ class AckEvidence:
     born: dict[int, int]  # subscriber id -> where it first appeared
 
 
-def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[WalFile, list[str]]:
+def scan_wal_file(
+    fs: FileSystem, generation: int | None, path: str, truncate_offset: int | None = None
+) -> tuple[WalFile, list[str]]:
     """Scan one WAL file and list its damage; punched holes and the zeroed tail of the active file
-    (everything reclaimed) are normal states, not damage."""
+    (everything reclaimed) are normal states, not damage. `truncate_offset`: the sidecar's offset
+    when it points into this file; a damaged run that starts before it is split there, so damage
+    after a reclaimed (zeroed) prefix is reported where it starts, as recovery would see it."""
     data = fs.read_file(path)
     try:
         h = decode_header(data, path)
@@ -69,7 +73,7 @@ def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[Wa
         return WalFile(generation, path, [], True), [f"{path} at offset 10: unsupported WAL version {h.version} / reserved {h.reserved}"]
     entries: list[tuple[int, int]] = []
     errors = []
-    for item in scan(memoryview(data), HEADER_LEN, resync=True):
+    for item in _split_at(data, list(scan(memoryview(data), HEADER_LEN, resync=True)), truncate_offset):
         if isinstance(item, Damage):
             reclaimed = item.kind == "hole" or (generation is None and item.kind == "torn" and item.reason == "zero-filled tail")
             if not reclaimed:
@@ -78,6 +82,20 @@ def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[Wa
         else:
             entries.append((item.offset, item.sequence))
     return WalFile(generation, path, entries, bool(errors)), errors
+
+
+def _split_at(data: bytes, items: list[Entry | Damage], cut: int | None) -> list[Entry | Damage]:
+    """`items` with a damaged run spanning `cut` ended there and the file scanned again from `cut`;
+    the bytes before it are reclaimed (a hole, not damage) when they are all zeros."""
+    if cut is None or not HEADER_LEN < cut < len(data):
+        return items
+    for i, item in enumerate(items):
+        if isinstance(item, Damage) and item.offset < cut < item.offset + item.length:
+            zeros = data.count(0, item.offset, cut) == cut - item.offset
+            head = Damage("hole" if zeros else item.kind, item.offset, cut - item.offset,
+                          "reclaimed prefix" if zeros else item.reason, cut)
+            return [*items[:i], head, *scan(memoryview(data), cut, resync=True)]
+    return items
 
 
 def segment_span(info: SegmentInfo) -> SegmentSpan:

@@ -81,3 +81,30 @@ def test_concurrent_close_calls_run_the_close_once(tmp_path: Path) -> None:
         assert errors == [] and store._closed
         with QuiverStore.open(path) as again:  # the lock was released once, the data is whole
             assert sorted(b.slots[0]["v"][0].as_py() for _, _, b in again.bundles()) == [0, 1, 2, 3, 4]
+
+
+def test_verify_names_the_damaged_entry_after_a_reclaimed_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Damage right after the punched (zeroed) WAL prefix merged with it into one run: verify sent
+    the operator to offset 30, a legitimate hole, instead of the damaged entry, with the wrong reason."""
+    from quiver_store import cli
+    from quiver_store.wal import sidecar
+
+    path = tmp_path / "s"
+    with QuiverStore.open(path) as store:
+        for i in range(40):
+            store.ingest(bundle(i))
+    store = QuiverStore.open(path)
+    for i in range(3):
+        store.ingest(bundle(100 + i, rows=500))
+    store._abandon()  # a crash: three entries after the reclaimed prefix, not in segments
+    point, _ = sidecar.read(FileSystem(), str(path / "wal"))
+    assert point is not None and point.offset > RECLAIM_THRESHOLD
+    wal = path / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    assert data.count(0, 30, point.offset) == point.offset - 30  # the prefix is a hole
+    data[point.offset + 100] ^= 0xFF  # inside the first entry after it
+    wal.write_bytes(bytes(data))
+    assert cli.main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert f"wal/quiver.wal at offset {point.offset}: corrupt entry: CRC32C mismatch" in out
+    assert "at offset 30:" not in out
