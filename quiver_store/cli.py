@@ -130,6 +130,9 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
                 info = reader.info
         except QuiverError as exc:
+            if getattr(exc, "errno", None) == errno.ENOENT:  # a live store's retention deleted it after the listing
+                segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", "deleted by retention while listing")
+                continue
             segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", f"[red]{exc}")
             bad += 1
             continue

@@ -108,3 +108,31 @@ def test_verify_names_the_damaged_entry_after_a_reclaimed_prefix(tmp_path: Path,
     out = capsys.readouterr().out.replace("\n", " ")
     assert f"wal/quiver.wal at offset {point.offset}: corrupt entry: CRC32C mismatch" in out
     assert "at offset 30:" not in out
+
+
+def test_inspect_does_not_call_a_segment_retention_deleted_during_the_listing_damage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: on a live store `quiver inspect` exited 1 with "opening the segment file failed ([Errno 2]"
+    for a segment retention deleted between listing and reading (1 of 31 tries), where dump skips it."""
+    import os
+
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    with QuiverStore.open(path) as store:
+        for i in range(3):
+            store.ingest(bundle(i, rows=10))
+            store.finalize_now("test")
+    listed = cli.list_segment_seqs
+
+    def list_then_delete(fs: FileSystem, seg_dir: str) -> list[int]:
+        seqs = listed(fs, seg_dir)
+        if len(seqs) == 3:
+            os.remove(os.path.join(seg_dir, f"{seqs[1]:016d}.qseg"))  # retention, between listing and reading
+        return seqs
+
+    monkeypatch.setattr(cli, "list_segment_seqs", list_then_delete)
+    assert cli.main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "deleted by retention while listing" in out and "Errno" not in out
