@@ -134,6 +134,13 @@ def _micros(value: Any, where: str) -> int:
     return int(value) * 1000
 
 
+def _endpoint(zspan: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    endpoint = zspan.get(name) or {}
+    if not isinstance(endpoint, dict):
+        raise ConversionError(f"an endpoint is an object, got {type(endpoint).__name__}", f"{where}.{name}")
+    return endpoint
+
+
 def _put(attributes: Any, key: str, value: str | int | bool) -> None:
     """Insert or replace (in place) one attribute, like pdata Map.Put*."""
     kv = next((a for a in attributes if a.key == key), None) or attributes.add(key=key)
@@ -157,7 +164,7 @@ def _span(zspan: dict[str, Any], tags: dict[str, str], span: Span, where: str) -
     span.name = str(zspan.get("name") or "")
     kind = zspan.get("kind")
     if kind is not None:
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             raise ConversionError(f"unknown span kind {kind!r}", f"{where}.kind")
         span.kind = KINDS[kind]
     elif "span.kind" in tags and tags.pop("span.kind") == "internal":
@@ -166,7 +173,7 @@ def _span(zspan: dict[str, Any], tags: dict[str, str], span: Span, where: str) -
     _links(tags, span, f"{where}.tags")
     for key, value in tags.items():
         span.attributes.add(key=key).value.string_value = value
-    local, remote = zspan.get("localEndpoint") or {}, zspan.get("remoteEndpoint") or {}
+    local, remote = (_endpoint(zspan, name, where) for name in ("localEndpoint", "remoteEndpoint"))
     for endpoint, ip_key, port_key in ((local, "net.host.ip", "net.host.port"), (remote, "net.peer.ip", "net.peer.port")):
         if endpoint is remote and endpoint.get("serviceName"):
             _put(span.attributes, "peer.service", str(endpoint["serviceName"]))
