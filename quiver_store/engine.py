@@ -59,6 +59,7 @@ log = logging.getLogger("quiver_store")
 
 LOCK_NAME = "LOCK"
 SEGMENT_SUFFIX = ".qseg"
+SEGMENT_QUARANTINE = "quarantine"  # segments/quarantine/: segment files the store could not read at open
 META_WAL_FIRST = "quiver.wal.first_sequence"
 META_WAL_LAST = "quiver.wal.last_sequence"
 META_LAYOUT = "quiver.layout"
@@ -310,6 +311,7 @@ class QuiverStore:
             fs.fsync_dir(self.segments_dir)
         self._segment_sizes: dict[int, int] = {s: fs.file_size(segment_path(self.segments_dir, s)) for s in list_segment_seqs(fs, self.segments_dir)}
         self._segment_infos: dict[int, SegmentInfo] = {}
+        self._set_aside_unreadable_segments()
         floor, floor_problem = seq_floor.read(fs, self.segments_dir)
         if floor_problem:
             log.warning(floor_problem)
@@ -400,6 +402,34 @@ class QuiverStore:
             self.stats_counters["replayed_entries"] += 1
         self._wait_applied()
         self.stats_counters["replay_seconds"] = time.perf_counter() - t
+
+    def _set_aside_unreadable_segments(self) -> None:
+        """A segment whose metadata cannot be read (cut short, a damaged footer) is moved to
+        segments/quarantine/ and the store opens without it, as if it had vanished: bundles the WAL
+        still holds are replayed, the others are reported and recorded as dropped for the subscribers
+        that had not read them. `wal.recovery="strict"` refuses to open instead."""
+        for seq in sorted(self._segment_sizes):
+            try:
+                self._segment_info(seq)
+            except CorruptionError as exc:
+                if self.config.wal.recovery == "strict":
+                    refused = CorruptionError(
+                        f"{exc}; wal.recovery='strict' refuses to open a store with a damaged segment (the default "
+                        "recovery moves it to segments/quarantine/ and opens without it)"
+                    )
+                    refused.path, refused.offset = exc.path, exc.offset
+                    raise refused from exc
+                qdir = os.path.join(self.segments_dir, SEGMENT_QUARANTINE)
+                self.fs.makedirs(qdir)
+                path = segment_path(self.segments_dir, seq)
+                self.fs.rename(path, os.path.join(qdir, os.path.basename(path)))
+                self.fs.fsync_dir(qdir)
+                self.fs.fsync_dir(self.segments_dir)
+                del self._segment_sizes[seq]
+                self.record_corruption(
+                    exc, f"moved to segments/{SEGMENT_QUARANTINE}/; opened without it (bundles still in the WAL are replayed, "
+                    "the others are dropped for subscribers that had not read them)", source="segments",
+                )
 
     def _record_plan(self, plan: replay.RecoveryPlan) -> None:
         c = self.stats_counters

@@ -136,3 +136,49 @@ def test_inspect_does_not_call_a_segment_retention_deleted_during_the_listing_da
     assert cli.main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert "deleted by retention while listing" in out and "Errno" not in out
+
+
+def _store_with_a_cut_segment(path: Path) -> None:
+    """Three segments of 10 bundles, subscriber `a` acked 5; segment 1 cut in half."""
+    with QuiverStore.open(path) as store:
+        sub = store.subscribe("a")
+        for i in range(30):
+            store.ingest(bundle(i))
+            if i % 10 == 9:
+                store.finalize_now("test")
+        for _ in range(5):
+            sub.next(1).ack()  # type: ignore[union-attr]
+    cut = path / "segments" / "0000000000000001.qseg"
+    with open(cut, "r+b") as f:
+        f.truncate(cut.stat().st_size // 2)
+
+
+def test_a_damaged_segment_is_set_aside_and_the_store_opens_without_it(tmp_path: Path) -> None:
+    """Was: one segment cut short made QuiverStore.open raise CorruptionError, so the 23 intact
+    segments of the review's store, its subscribers and ingest were all unavailable."""
+    path = tmp_path / "s"
+    _store_with_a_cut_segment(path)
+    with QuiverStore.open(path) as store:
+        assert [s.seq for s in store.segments()] == [0, 2]
+        reports = store.stats()["corruption_reports"]
+        assert reports[0]["source"] == "segments" and reports[0]["path"].endswith("0000000000000001.qseg")
+        assert reports[0]["action"].startswith("moved to segments/quarantine/; opened without it")
+        sub, got = store.subscribe("a"), []
+        while (d := sub.next(0.5)) is not None:
+            got.append(d.bundle.slots[0]["v"][0].as_py())
+            d.ack()
+        assert got == [5, 6, 7, 8, 9, *range(20, 30)]  # segment 1's bundles were already out of the WAL
+        assert [s["dropped_bundles"] for s in store.stats()["subscribers"]] == [10]
+        store.ingest(bundle(99, rows=10))  # and the store takes data again
+    assert (path / "segments" / "quarantine" / "0000000000000001.qseg").exists()  # kept, not destroyed
+
+
+def test_strict_recovery_refuses_a_store_with_a_damaged_segment(tmp_path: Path) -> None:
+    from quiver_store.config import WalConfig
+    from quiver_store.errors import CorruptionError
+
+    path = tmp_path / "s"
+    _store_with_a_cut_segment(path)
+    with pytest.raises(CorruptionError, match=r"0000000000000001.qseg at offset \d+: not a Quiver segment: .*wal.recovery='strict' refuses"):
+        QuiverStore.open(path, StoreConfig(wal=WalConfig(recovery="strict")))
+    assert (path / "segments" / "0000000000000001.qseg").exists()
