@@ -209,6 +209,11 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         errors.append(str(exc))
         damaged = getattr(exc, "path", None) or os.path.join(args.path, ack_log.CHECKPOINT_NAME)
         table.add_row(os.path.relpath(damaged, args.path), "-", "[red]CORRUPT")
+    else:
+        for path, records, damage in ack_log.check_files(args.path, fs):
+            table.add_row(os.path.relpath(path, args.path), f"{records} records", "[red]CORRUPT" if damage else "[green]ok")
+            if damage is not None:
+                errors.append(f"{damage}: opening the store moves the records from here on aside, losing those outcomes")
     missing, notes = find_missing(fs, args.path, files, spans, acks)
     for name, why in notes:
         table.add_row(name, "-", f"[yellow]{why}")

@@ -302,6 +302,11 @@ def find_missing(
             notes.append(("wal/", "absent (no LOCK or ack log: segments copied out of a store)"))
     else:
         missing += _missing_wal_generations(fs, wal_dir, files)
+    segments_written = [n for n in (os.path.join("segments", seq_floor.NAME), os.path.join("wal", sidecar.NAME))
+                        if fs.exists(os.path.join(root, n))]
+    gone = ack_log.missing_log(root, fs, bool(segments_written) and fs.exists(os.path.join(root, LOCK_NAME)))
+    if gone is not None:
+        missing.append((ack_log.LOG_NAME, f"{ack_log.LOG_NAME} is missing: {gone}"))
     wal_damaged = any(f.damaged for f in files)
     sidecar_exists = fs.exists(os.path.join(wal_dir, sidecar.NAME))
     max_seen = acks.state.catalog.max_seen if acks else -1

@@ -182,3 +182,61 @@ def test_strict_recovery_refuses_a_store_with_a_damaged_segment(tmp_path: Path) 
     with pytest.raises(CorruptionError, match=r"0000000000000001.qseg at offset \d+: not a Quiver segment: .*wal.recovery='strict' refuses"):
         QuiverStore.open(path, StoreConfig(wal=WalConfig(recovery="strict")))
     assert (path / "segments" / "0000000000000001.qseg").exists()
+
+
+def _acked_store(path: Path, *, crash: bool) -> None:
+    """20 bundles in a segment, subscriber `exp` acked 15; then a crash (ack log only) or a close
+    (checkpoint + a fresh ack log)."""
+    store = QuiverStore.open(path)
+    sub = store.subscribe("exp")
+    for i in range(20):
+        store.ingest(bundle(i, rows=100))
+    store.flush()
+    for _ in range(15):
+        sub.next(1).ack()  # type: ignore[union-attr]
+    if crash:
+        store._abandon()
+    else:
+        store.close()
+
+
+@pytest.mark.parametrize(("crash", "why"), [
+    (True, "there is no ack log although segments were written and registered in it: every subscriber and acknowledgement is lost"),
+    (False, r"ack.checkpoint points into ack log generation \d+, which is gone: the outcomes recorded after the checkpoint are lost"),
+], ids=["after a crash", "after a close"])
+def test_a_deleted_ack_log_is_reported_by_verify_and_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], crash: bool, why: str
+) -> None:
+    """Was: `rm ack.log` passed verify (exit 0) and open (no report), and the subscriber silently
+    lost its 15 acknowledgements (or, from "latest", the 5 bundles it was owed)."""
+    import re
+
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    _acked_store(path, crash=crash)
+    (path / "ack.log").unlink()
+    assert cli.main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert re.search(r"ack.log is missing: " + why, re.sub(r"\s+", " ", out))
+    with QuiverStore.open(path) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert report["source"] == "ack log" and re.search(why, report["error"])
+
+
+def test_verify_checks_every_ack_log_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a flipped bit in an ack log record passed verify (exit 0, no ack.log row) while opening
+    the store reported it and set the rest of the log aside, losing 9 of 15 acknowledgements."""
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    _acked_store(path, crash=True)
+    assert cli.main(["verify", str(path)]) == 0
+    assert "ack.log" in capsys.readouterr().out
+    log = path / "ack.log"
+    data = bytearray(log.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    log.write_bytes(bytes(data))
+    assert cli.main(["verify", str(path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ack.log at offset" in out and "ack log record failed its CRC32C/length check" in out

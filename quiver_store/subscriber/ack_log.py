@@ -536,6 +536,42 @@ def read_untouched(directory: str, fs: FileSystem = DEFAULT_FS) -> tuple[bytes |
     return checkpoint, records
 
 
+def missing_log(directory: str, fs: FileSystem, segments_written: bool) -> str | None:
+    """Why an ack log file the store must have is gone, or None. The store keeps one from its first
+    open on (QuiverStore.open creates it with LOCK), and a checkpoint points into the file that
+    continues it; `segments_written`: evidence that segments were registered in the log."""
+    cp_path = os.path.join(directory, CHECKPOINT_NAME)
+    files = log_files(directory, fs)
+    if fs.exists(cp_path):
+        try:
+            gen, _ = checkpoint_position(fs.read_file(cp_path), cp_path)
+        except CorruptionError:
+            return None  # reported as damage by whoever reads the checkpoint
+        if any(g >= gen for g, _ in files):
+            return None
+        return (f"{CHECKPOINT_NAME} points into ack log generation {gen}, which is gone: the outcomes recorded "
+                "after the checkpoint are lost (those bundles would be delivered again)")
+    if files or not segments_written:
+        return None
+    return ("there is no ack log although segments were written and registered in it: every subscriber and "
+            "acknowledgement is lost (acked bundles would be delivered again)")
+
+
+def check_files(directory: str, fs: FileSystem = DEFAULT_FS) -> list[tuple[str, int, CorruptionError | None]]:
+    """(path, records, mid-log damage or None) of every ack log file the store would read, for
+    `quiver verify`: a torn tail is a normal end (a crash mid-append), damage followed by a valid
+    record is corruption (opening moves the bytes from it on aside, losing those outcomes)."""
+    cp_path = os.path.join(directory, CHECKPOINT_NAME)
+    checkpoint = fs.read_file(cp_path) if fs.exists(cp_path) else None
+    gen, off = checkpoint_position(checkpoint, cp_path) if checkpoint is not None else (0, HEADER_SIZE)
+    out = []
+    for file_gen, path in log_files(directory, fs):
+        if file_gen >= gen:
+            scanned = _scan(fs.read_file(path), off if file_gen == gen else HEADER_SIZE, path, resync=False)
+            out.append((path, len(scanned.records), scanned.error))
+    return out
+
+
 def highest_registered_segment(directory: str, fs: FileSystem = DEFAULT_FS) -> int:
     """The highest segment sequence number the ack log ever registered (-1: none, or an ack log
     too damaged to read, which the subscriber hub's open then reports). Segment numbers must
