@@ -102,7 +102,7 @@ def _wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
 # -- inspect ---------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = _dirs(args.path)
-    wal = Table(title=f"WAL of {args.path}")
+    wal = Table(title=f"WAL of {escape(args.path)}")
     for col in ("file", "size", "header"):
         wal.add_column(col)
     for _, path in _wal_files(fs, wal_dir):
@@ -111,7 +111,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             h = decode_header(data[:HEADER_LEN], path)
             desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
         except CorruptionError as exc:
-            desc = f"[red]{exc}"
+            desc = f"[red]{escape(str(exc))}"
         wal.add_row(os.path.basename(path), _size(len(data)), desc)
     point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
     wal.caption = f"sidecar: {point}" if point else f"sidecar: {problem or 'none'}"
@@ -133,7 +133,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             if getattr(exc, "errno", None) == errno.ENOENT:  # a live store's retention deleted it after the listing
                 segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", "deleted by retention while listing")
                 continue
-            segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", f"[red]{exc}")
+            segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", f"[red]{escape(str(exc))}")
             bad += 1
             continue
         segs.add_row(
@@ -153,7 +153,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         console.print(streams)
     if args.schemas:
         for slot, schema in sorted(schemas.items()):
-            console.print(f"[bold]slot {slot}[/bold] representative schema (newest segment):\n{schema}\n")
+            console.print(f"[bold]slot {slot}[/bold] representative schema (newest segment):\n{escape(str(schema))}\n")
     return 1 if bad else 0
 
 
@@ -161,7 +161,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
 def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = _dirs(args.path)
     errors: list[str] = []
-    table = Table(title=f"verify {args.path}")
+    table = Table(title=f"verify {escape(args.path)}")
     for col in ("file", "checked", "result"):
         table.add_column(col)
     files: list[WalFile] = []
@@ -216,13 +216,13 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
                 errors.append(f"{damage}: opening the store moves the records from here on aside, losing those outcomes")
     missing, notes = find_missing(fs, args.path, files, spans, acks)
     for name, why in notes:
-        table.add_row(name, "-", f"[yellow]{why}")
+        table.add_row(name, "-", f"[yellow]{escape(why)}")
     for name, why in missing:
         table.add_row(name, "-", "[red]MISSING")
         errors.append(f"{os.path.join(args.path, name)}: {why}")
     console.print(table)
     for e in errors:
-        console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {escape(e)}", highlight=False, soft_wrap=True)
     return 1 if errors else 0
 
 
@@ -345,7 +345,7 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     wal_dir, seg_dir = _dirs(args.path)
     files = _wal_files(fs, wal_dir)
     if not files:
-        console.print(f"{wal_dir}: no WAL files; recovery would start an empty log")
+        console.print(f"{escape(wal_dir)}: no WAL files; recovery would start an empty log")
         return 0
     cfg_hash = decode_header(fs.read_file(files[0][1])[:HEADER_LEN], files[0][1]).cfg_hash
     floor, _ = seq_floor.read(fs, seg_dir) if fs.exists(seg_dir) else (seq_floor.SequenceFloor(), None)
@@ -353,9 +353,9 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     try:
         plan = plan_recovery(fs, wal_dir, cfg_hash, args.recovery, covered)
     except CorruptionError as exc:
-        console.print(f"[red]recovery mode {args.recovery!r} would refuse to open:[/red] {exc}", soft_wrap=True)
+        console.print(f"[red]recovery mode {args.recovery!r} would refuse to open:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
-    console.print(f"sidecar: {plan.sidecar_point or 'none'}" + (f" ({plan.sidecar_problem})" if plan.sidecar_problem else ""))
+    console.print(escape(f"sidecar: {plan.sidecar_point or 'none'}" + (f" ({plan.sidecar_problem})" if plan.sidecar_problem else "")))
     console.print(f"entries already in segments: WAL sequence <= {covered}")
     table = Table(title=f"what recovery ({args.recovery}) would do — nothing is modified")
     for col in ("file", "scan from", "valid entries", "in segments", "unknown type", "hole bytes", "last seq"):
@@ -368,11 +368,11 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     console.print(table)
     console.print(f"entries to replay into the open segment: {len(plan.entries)}")
     if plan.torn:
-        console.print(f"torn tail: {plan.torn[0]} at offset {plan.torn[1]} ({plan.torn[2]} bytes) — a normal end of log")
+        console.print(f"torn tail: {escape(str(plan.torn[0]))} at offset {plan.torn[1]} ({plan.torn[2]} bytes) — a normal end of log")
     for err in plan.corruptions:
-        console.print(f"[red]corruption:[/red] {err}", soft_wrap=True)
+        console.print(f"[red]corruption:[/red] {escape(str(err))}", soft_wrap=True)
     for act in plan.actions:
-        console.print(f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}", soft_wrap=True)
+        console.print(escape(f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}"), soft_wrap=True)
     console.print(f"bytes that would be quarantined: {plan.quarantined_bytes}")
     return 1 if plan.corruptions else 0
 

@@ -240,3 +240,20 @@ def test_verify_checks_every_ack_log_record(tmp_path: Path, capsys: pytest.Captu
     assert cli.main(["verify", str(path)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "ack.log at offset" in out and "ack log record failed its CRC32C/length check" in out
+
+
+def test_quiver_output_keeps_bracketed_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: rich took `[ns, tz=UTC]` and `[ak]` for markup and dropped them: `--schemas` printed
+    `time_unix_nano: timestamp`, and verify named `b/segments/...` for a store under `b[ak]/`."""
+    from quiver_store import cli
+
+    path = tmp_path / "b[ak]" / "s"
+    with QuiverStore.open(path) as store:
+        store.ingest(RecordBundle({0: pa.record_batch({
+            "t": pa.array([1], pa.timestamp("ns", tz="UTC")), "d": pa.array([1], pa.duration("ns"))})}))
+    assert cli.main(["inspect", str(path), "--schemas"]) == 0
+    out = capsys.readouterr().out
+    assert "t: timestamp[ns, tz=UTC]" in out and "d: duration[ns]" in out and "b[ak]" in out
+    (path / "segments" / "0000000000000000.qseg").write_bytes(b"garbage")
+    assert cli.main(["verify", str(path)]) == 1
+    assert f"error: {path}/segments/0000000000000000.qseg" in " ".join(capsys.readouterr().out.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import QuiverError
@@ -25,7 +26,7 @@ def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[in
     columns say so, and list a segment resolved whole as `seq:*`. `on_disk` (segment sequence
     numbers present) restricts lag to segments that still exist.
     """
-    table = Table(title=f"subscribers of {path}")
+    table = Table(title=f"subscribers of {escape(path)}")
     for col in (
         "subscriber",
         "mark",
@@ -59,7 +60,7 @@ def subscriber_table(path: str, fs: FileSystem = DEFAULT_FS, *, on_disk: list[in
         resolved = sub.gap_set_size() + sum(catalog.count(s) or 0 for s in sub.done)
         shown = ", ".join(f"{s}:{i}" for s, _, i in ahead[:8]) + (" ..." if len(ahead) > 8 else "")
         table.add_row(
-            sub.name,
+            escape(sub.name),
             str(sub.mark),
             str(resolved),
             shown or "-",
