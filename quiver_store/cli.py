@@ -41,7 +41,7 @@ from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
 from .wal.format import HEADER_LEN, decode_header
-from .wal.replay import plan_recovery
+from .wal.replay import RecoveryPlan, plan_recovery
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
 
 
@@ -174,7 +174,10 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         scanned, errs = scan_wal_file(fs, generation, path, cut)
         files.append(scanned)
         errors += errs
-        table.add_row(os.path.relpath(path, args.path), f"{len(scanned.entries)} entries", "[red]CORRUPT" if errs else "[green]ok")
+        checked = f"{len(scanned.entries)} entries"
+        if scanned.torn_tail is not None:  # as recovery says: the end of the log, cut at that offset on open
+            checked += f", torn tail at {scanned.torn_tail} (end of log)"
+        table.add_row(os.path.relpath(path, args.path), checked, "[red]CORRUPT" if errs else "[green]ok")
     side = os.path.join(wal_dir, sidecar.NAME)
     if fs.exists(side):
         point, problem = sidecar.read(fs, wal_dir)
@@ -280,7 +283,37 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
                     with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
                         w.write_batch(batch)
     out.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
+    if args.segment is None:
+        _note_wal_only(fs, args.path)
     return 0
+
+
+def _note_wal_only(fs: FileSystem, root: str) -> None:
+    """dump reads segments; say so when acknowledged bundles are still only in the WAL (a crashed
+    store, or one whose open segment was not finalized yet)."""
+    wal_dir, seg_dir = _dirs(root)
+    try:
+        plan, _ = _recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
+    except QuiverError as exc:
+        _stderr().print(f"quiver dump: the WAL could not be read ({escape(str(exc))}); see quiver replay {escape(root)}")
+        return
+    if plan is not None and plan.entries:
+        _stderr().print(
+            f"quiver dump: {len(plan.entries)} bundle(s) are only in the WAL (acknowledged, not in a segment yet) and "
+            f"are not in this output; opening the store (QuiverStore.open) writes them to a segment"
+        )
+
+
+def _recovery_plan(fs: FileSystem, wal_dir: str, seg_dir: str, mode: str) -> tuple[RecoveryPlan | None, int]:
+    """What recovery in `mode` would do, and the newest WAL sequence already in segments
+    (None: no WAL files)."""
+    floor, _ = seq_floor.read(fs, seg_dir) if fs.exists(seg_dir) else (seq_floor.SequenceFloor(), None)
+    covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, seg_dir) if fs.exists(seg_dir) else -1)
+    files = _wal_files(fs, wal_dir)
+    if not files:
+        return None, covered
+    cfg_hash = decode_header(fs.read_file(files[0][1])[:HEADER_LEN], files[0][1]).cfg_hash
+    return plan_recovery(fs, wal_dir, cfg_hash, mode, covered), covered
 
 
 NON_FINITE = {"NaN": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -343,18 +376,14 @@ def _json_type(t: pa.DataType) -> pa.DataType:
 # -- replay ----------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = _dirs(args.path)
-    files = _wal_files(fs, wal_dir)
-    if not files:
-        console.print(f"{escape(wal_dir)}: no WAL files; recovery would start an empty log")
-        return 0
-    cfg_hash = decode_header(fs.read_file(files[0][1])[:HEADER_LEN], files[0][1]).cfg_hash
-    floor, _ = seq_floor.read(fs, seg_dir) if fs.exists(seg_dir) else (seq_floor.SequenceFloor(), None)
-    covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, seg_dir) if fs.exists(seg_dir) else -1)
     try:
-        plan = plan_recovery(fs, wal_dir, cfg_hash, args.recovery, covered)
+        plan, covered = _recovery_plan(fs, wal_dir, seg_dir, args.recovery)
     except CorruptionError as exc:
         console.print(f"[red]recovery mode {args.recovery!r} would refuse to open:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
+    if plan is None:
+        console.print(f"{escape(wal_dir)}: no WAL files; recovery would start an empty log")
+        return 0
     console.print(escape(f"sidecar: {plan.sidecar_point or 'none'}" + (f" ({plan.sidecar_problem})" if plan.sidecar_problem else "")))
     console.print(f"entries already in segments: WAL sequence <= {covered}")
     table = Table(title=f"what recovery ({args.recovery}) would do — nothing is modified")

@@ -35,6 +35,7 @@ class WalFile:
     path: str
     entries: list[tuple[int, int]]  # (offset, WAL sequence) of every valid frame, in file order
     damaged: bool
+    torn_tail: int | None = None  # offset of a torn last entry of the active file: a crash's normal end
 
 
 @dataclass(frozen=True)
@@ -73,15 +74,17 @@ def scan_wal_file(
         return WalFile(generation, path, [], True), [f"{path} at offset 10: unsupported WAL version {h.version} / reserved {h.reserved}"]
     entries: list[tuple[int, int]] = []
     errors = []
+    torn_tail = None
     for item in _split_at(data, list(scan(memoryview(data), HEADER_LEN, resync=True)), truncate_offset):
         if isinstance(item, Damage):
-            reclaimed = item.kind == "hole" or (generation is None and item.kind == "torn" and item.reason == "zero-filled tail")
-            if not reclaimed:
+            if generation is None and item.kind == "torn":  # zeroed tail, or a write a crash cut short
+                torn_tail = None if item.reason == "zero-filled tail" else item.offset
+            elif item.kind != "hole":
                 what = "corrupt entry" if item.kind == "corrupt" else "invalid tail (torn write or corruption)"
                 errors.append(f"{path} at offset {item.offset}: {what}: {item.reason} ({item.length} bytes)")
         else:
             entries.append((item.offset, item.sequence))
-    return WalFile(generation, path, entries, bool(errors)), errors
+    return WalFile(generation, path, entries, bool(errors), torn_tail), errors
 
 
 def _split_at(data: bytes, items: list[Entry | Damage], cut: int | None) -> list[Entry | Damage]:

@@ -257,3 +257,44 @@ def test_quiver_output_keeps_bracketed_text(tmp_path: Path, capsys: pytest.Captu
     (path / "segments" / "0000000000000000.qseg").write_bytes(b"garbage")
     assert cli.main(["verify", str(path)]) == 1
     assert f"error: {path}/segments/0000000000000000.qseg" in " ".join(capsys.readouterr().out.split())
+
+
+def test_verify_calls_a_torn_last_wal_entry_the_end_of_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a WAL cut inside its last entry (a crash mid-append) made verify exit 1 ("invalid tail
+    (torn write or corruption)"), where replay and recovery call it the normal end of the log."""
+    import os
+
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    store = QuiverStore.open(path)
+    for i in range(3):
+        store.ingest(bundle(i, rows=500))
+    store._abandon()
+    wal = path / "wal" / "quiver.wal"
+    data = wal.read_bytes().rstrip(b"\0")  # the entries, without the preallocated zero tail
+    os.truncate(wal, len(data) - 100)  # the last entry cut short
+    assert cli.main(["verify", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "2 entries, torn tail at" in out and "(end of log)" in out
+
+
+def test_dump_says_which_acknowledged_bundles_are_only_in_the_wal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: on a crashed store dump printed the segments' bundles and exit 0, silent about the
+    acknowledged bundles only the WAL held (0 of 10 files for the review's store)."""
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    store = QuiverStore.open(path)
+    for i in range(3):
+        store.ingest(bundle(i, rows=1))
+    store.flush()
+    for i in range(3, 5):
+        store.ingest(bundle(i, rows=1))
+    store._abandon()
+    assert cli.main(["dump", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 3
+    assert "quiver dump: 2 bundle(s) are only in the WAL (acknowledged, not in a segment yet)" in " ".join(captured.err.split())
+    assert cli.main(["replay", str(path)]) == 0  # replay, which shares the plan, still works
+    assert "entries to replay into the open segment: 2" in capsys.readouterr().out
