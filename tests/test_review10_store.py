@@ -298,3 +298,32 @@ def test_dump_says_which_acknowledged_bundles_are_only_in_the_wal(tmp_path: Path
     assert "quiver dump: 2 bundle(s) are only in the WAL (acknowledged, not in a segment yet)" in " ".join(captured.err.split())
     assert cli.main(["replay", str(path)]) == 0  # replay, which shares the plan, still works
     assert "entries to replay into the open segment: 2" in capsys.readouterr().out
+
+
+def test_replay_counts_whole_wal_files_it_would_move_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: WAL files after a corrupt rotated chunk showed as `quarantine_file ... length 0` and were
+    left out of `bytes that would be quarantined` (716,760 bytes holding 7 acked bundles in the review)."""
+    import os
+
+    from quiver_store import cli
+    from quiver_store.config import WalConfig
+
+    path = tmp_path / "s"
+    store = QuiverStore.open(path, StoreConfig(wal=WalConfig(rotation_size=256 << 10)))
+    for i in range(20):
+        store.ingest(bundle(i))
+    store._abandon()
+    wal = path / "wal"
+    chunks = sorted(p for p in os.listdir(wal) if p.startswith("quiver.wal."))
+    assert len(chunks) >= 2
+    first = wal / chunks[0]
+    data = bytearray(first.read_bytes())
+    data[5000] ^= 0xFF
+    first.write_bytes(bytes(data))
+    assert cli.main(["replay", str(path)]) == 1  # corruption found
+    out = " ".join(capsys.readouterr().out.split())
+    moved = [wal / c for c in chunks[1:]] + [wal / "quiver.wal"]
+    for p in moved:
+        assert f"would quarantine_file: {p} offset 0 length {p.stat().st_size}" in out
+    quarantined = int(out.split("bytes that would be quarantined: ")[1].split()[0])
+    assert quarantined > sum(p.stat().st_size for p in moved)
