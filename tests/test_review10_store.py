@@ -3,7 +3,6 @@ failed before its fix."""
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 
 import numpy as np
@@ -15,17 +14,12 @@ from quiver_store.config import RetentionConfig, StoreConfig
 from quiver_store.fs import FileSystem
 from quiver_store.wal.writer import RECLAIM_THRESHOLD
 
+from .test_review8_store import NoPunchFileSystem
+
 
 def bundle(i: int, rows: int = 5000) -> RecordBundle:
     """About 40 KB of Arrow."""
     return RecordBundle({0: pa.record_batch({"v": np.arange(rows, dtype=np.int64) + i})})
-
-
-class NoPunchFileSystem(FileSystem):
-    """Hole punching unsupported: the WAL reclaims its prefix by rewriting the active file."""
-
-    def punch_hole(self, fd: int, offset: int, length: int) -> None:
-        raise OSError(errno.EOPNOTSUPP, "hole punching not supported")
 
 
 FILE_SYSTEMS = pytest.mark.parametrize("fs", [FileSystem(), NoPunchFileSystem()], ids=["punch", "rewrite"])
