@@ -321,3 +321,32 @@ def test_replay_counts_whole_wal_files_it_would_move_aside(tmp_path: Path, capsy
         assert f"would quarantine_file: {p} offset 0 length {p.stat().st_size}" in out
     quarantined = int(out.split("bytes that would be quarantined: ")[1].split()[0])
     assert quarantined > sum(p.stat().st_size for p in moved)
+
+
+def test_recovery_without_the_sidecar_starts_the_damage_after_the_punched_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: with wal/truncate.offset gone, the punched prefix and a damaged entry after it were one
+    corrupt run from offset 30, so recovery quarantined and cut from 30 and replay said so."""
+    from quiver_store import cli
+    from quiver_store.wal import sidecar
+
+    path = tmp_path / "s"
+    with QuiverStore.open(path) as store:
+        for i in range(40):
+            store.ingest(bundle(i))
+    store = QuiverStore.open(path)
+    for i in range(3):
+        store.ingest(bundle(100 + i, rows=500))
+    store._abandon()
+    point, _ = sidecar.read(FileSystem(), str(path / "wal"))
+    assert point is not None
+    (path / "wal" / sidecar.NAME).unlink()
+    wal = path / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    data[point.offset + 100] ^= 0xFF
+    wal.write_bytes(bytes(data))
+    assert cli.main(["replay", str(path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"quiver.wal at offset {point.offset}: corrupt WAL entry (CRC32C mismatch)" in out
+    assert f"would truncate: {wal} offset {point.offset} " in out

@@ -8,8 +8,9 @@ after p: none -> torn tail (a write that stopped part way: the end of log), unle
 frame is complete, its CRC field is non-zero and does not match (damage, reported and quarantined
 like any other; a write that stopped before the frame's end leaves that field zero); found and the
 bytes between are all zero -> a hole (a punched prefix or a quarantined region zeroed by us);
-found otherwise -> corruption. Tail damage ends where the trailing zeros begin. The candidate
-search is vectorised with numpy.
+found otherwise -> corruption, after a leading zero run of at least MIN_HOLE bytes, which is a
+hole of its own (a punched prefix right before a damaged entry). Tail damage ends where the
+trailing zeros begin. The candidate search is vectorised with numpy.
 """
 
 from __future__ import annotations
@@ -91,6 +92,15 @@ def find_next_frame(data: memoryview, after: int, hint: int | None = None) -> in
     return None
 
 
+MIN_HOLE = 4096  # zero runs this long are reclaimed space (holes are punched in whole blocks), not a
+# damaged frame whose length field was zeroed (4 bytes)
+
+
+def _zero_run(data: memoryview, start: int, stop: int) -> int:
+    """Zero bytes from `start` (up to `stop`, which holds a non-zero byte)."""
+    return int(np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=stop - start, offset=start))[0])
+
+
 def _all_zero(data: memoryview, start: int, stop: int) -> bool:
     return not np.frombuffer(data, dtype=np.uint8, count=stop - start, offset=start).any()
 
@@ -146,6 +156,11 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
         if _all_zero(data, pos, nxt):
             yield Damage("hole", pos, nxt - pos, "zero-filled region", nxt)
             pos = nxt
+            continue
+        lead = _zero_run(data, pos, nxt)
+        if lead >= MIN_HOLE:  # a punched prefix, then damage: report the damage where it starts
+            yield Damage("hole", pos, lead, "zero-filled region", pos + lead)
+            pos += lead
             continue
         yield Damage("corrupt", pos, nxt - pos, found, nxt)
         if not resync:
