@@ -350,3 +350,24 @@ def test_recovery_without_the_sidecar_starts_the_damage_after_the_punched_prefix
     out = " ".join(capsys.readouterr().out.split())
     assert f"quiver.wal at offset {point.offset}: corrupt WAL entry (CRC32C mismatch)" in out
     assert f"would truncate: {wal} offset {point.offset} " in out
+
+
+def test_a_segment_file_renamed_to_another_number_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: segment 1 renamed to ...07.qseg passed verify (only "segment 1 MISSING"), and the open
+    store listed it as segment 1 in segments() but yielded it as 7 from bundles()."""
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    with QuiverStore.open(path) as store:
+        for i in range(3):
+            store.ingest(bundle(i, rows=1))
+            store.finalize_now("test")
+    seg = path / "segments"
+    (seg / "0000000000000001.qseg").rename(seg / "0000000000000007.qseg")
+    assert cli.main(["verify", str(path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0000000000000007.qseg at offset 16: the file is named for segment 7 but holds segment 1" in out
+    with QuiverStore.open(path) as store:  # set aside, as any segment whose metadata is wrong
+        assert [s.seq for s in store.segments()] == [0, 2]
+        assert [seq for seq, _, _ in store.bundles()] == [0, 2]
+    assert (seg / "quarantine" / "0000000000000007.qseg").exists()

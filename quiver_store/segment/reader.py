@@ -100,6 +100,10 @@ class SegmentReader:
         seq = fmt.check_header(self._bytes(0, fmt.HEADER_SIZE), path)
         if seq != footer.seq:
             raise CorruptionError(f"header seq {seq} differs from footer seq {footer.seq}", path, 16)
+        stem = os.path.basename(path).removesuffix(".qseg")
+        if path.endswith(".qseg") and stem.isdigit() and int(stem) != seq:
+            # The store numbers segments by file name and subscribers by this number: they must agree.
+            raise CorruptionError(f"the file is named for segment {int(stem)} but holds segment {seq} (renamed by hand?)", path, 16)
 
         # canonical section placement: directory, manifest, metadata, footer, each 8-aligned back to back
         d_off, d_len = footer.directory_offset, footer.directory_length
