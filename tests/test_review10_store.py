@@ -12,6 +12,8 @@ import pytest
 from quiver_store import QuiverStore, RecordBundle
 from quiver_store.config import RetentionConfig, StoreConfig
 from quiver_store.fs import FileSystem
+from quiver_store.wal import sidecar
+from quiver_store.wal.sidecar import TruncatePoint
 from quiver_store.wal.writer import RECLAIM_THRESHOLD
 
 from .test_review8_store import NoPunchFileSystem
@@ -77,13 +79,9 @@ def test_concurrent_close_calls_run_the_close_once(tmp_path: Path) -> None:
             assert sorted(b.slots[0]["v"][0].as_py() for _, _, b in again.bundles()) == [0, 1, 2, 3, 4]
 
 
-def test_verify_names_the_damaged_entry_after_a_reclaimed_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Damage right after the punched (zeroed) WAL prefix merged with it into one run: verify sent
-    the operator to offset 30, a legitimate hole, instead of the damaged entry, with the wrong reason."""
-    from quiver_store import cli
-    from quiver_store.wal import sidecar
-
-    path = tmp_path / "s"
+def _damaged_after_reclaimed_prefix(path: Path) -> tuple[TruncatePoint, Path]:
+    """A crashed store: a WAL whose prefix is punched out (in segments), then three entries, the
+    first one damaged. Returns the sidecar's point (where the entries start) and the WAL path."""
     with QuiverStore.open(path) as store:
         for i in range(40):
             store.ingest(bundle(i))
@@ -98,6 +96,16 @@ def test_verify_names_the_damaged_entry_after_a_reclaimed_prefix(tmp_path: Path,
     assert data.count(0, 30, point.offset) == point.offset - 30  # the prefix is a hole
     data[point.offset + 100] ^= 0xFF  # inside the first entry after it
     wal.write_bytes(bytes(data))
+    return point, wal
+
+
+def test_verify_names_the_damaged_entry_after_a_reclaimed_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Damage right after the punched (zeroed) WAL prefix merged with it into one run: verify sent
+    the operator to offset 30, a legitimate hole, instead of the damaged entry, with the wrong reason."""
+    from quiver_store import cli
+
+    path = tmp_path / "s"
+    point, _ = _damaged_after_reclaimed_prefix(path)
     assert cli.main(["verify", str(path)]) == 1
     out = capsys.readouterr().out.replace("\n", " ")
     assert f"wal/quiver.wal at offset {point.offset}: corrupt entry: CRC32C mismatch" in out
@@ -329,23 +337,10 @@ def test_recovery_without_the_sidecar_starts_the_damage_after_the_punched_prefix
     """Was: with wal/truncate.offset gone, the punched prefix and a damaged entry after it were one
     corrupt run from offset 30, so recovery quarantined and cut from 30 and replay said so."""
     from quiver_store import cli
-    from quiver_store.wal import sidecar
 
     path = tmp_path / "s"
-    with QuiverStore.open(path) as store:
-        for i in range(40):
-            store.ingest(bundle(i))
-    store = QuiverStore.open(path)
-    for i in range(3):
-        store.ingest(bundle(100 + i, rows=500))
-    store._abandon()
-    point, _ = sidecar.read(FileSystem(), str(path / "wal"))
-    assert point is not None
+    point, wal = _damaged_after_reclaimed_prefix(path)
     (path / "wal" / sidecar.NAME).unlink()
-    wal = path / "wal" / "quiver.wal"
-    data = bytearray(wal.read_bytes())
-    data[point.offset + 100] ^= 0xFF
-    wal.write_bytes(bytes(data))
     assert cli.main(["replay", str(path)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert f"quiver.wal at offset {point.offset}: corrupt WAL entry (CRC32C mismatch)" in out
