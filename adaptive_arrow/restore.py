@@ -9,8 +9,9 @@ encoder kept (``encoding`` of id columns) is merged onto the reference field so 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
+
+from otap_model.schema import fill_under_null_structs
 
 from .errors import DecodingError
 from .table_encoder import list_parts, union_parts
@@ -60,11 +61,7 @@ def _restore_array(ref: pa.Field, out: pa.Field, array: pa.Array | None, length:
         for i in range(t.num_fields):
             gidx = got_type.get_field_index(t.field(i).name)
             kid = _restore_array(ref.type.field(i), t.field(i), flat[gidx] if gidx >= 0 else None, len(array))
-            if not t.field(i).nullable and kid.null_count and array.null_count:
-                # Under null structs (`flatten` puts nulls there) a not-null child still needs a
-                # value, or writers that check nullability (Parquet) refuse the table.
-                kid = pc.if_else(array.is_valid(), kid, pa.scalar(0, pa.int64()).cast(kid.type))
-            kids.append(kid)
+            kids.append(kid if t.field(i).nullable else fill_under_null_structs(kid, array))
         mask = array.is_null() if array.null_count else None
         return pa.StructArray.from_arrays(kids, fields=list(t), mask=mask)
     if pt.is_map(t):

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otap_model import PayloadType
+from otap_model.schema import fill_under_null_structs
 
 from .events import Event, EventKind
 from .signature import schema_signature
@@ -271,7 +272,9 @@ class TableEncoder:
         array = plan.arrays[id(node)]
         if node.kind is Kind.STRUCT:
             present = [c for c in node.children if self._present(c, plan)]
-            kids = [_fill_required(self._emit(c, out.type.field(c.name), plan), out.type.field(c.name), array) for c in present]
+            kids = [self._emit(c, out.type.field(c.name), plan) for c in present]
+            # inspection took the children from flatten(): nulls under null structs, also in not-null ones
+            kids = [k if f.nullable else fill_under_null_structs(k, array) for k, f in zip(kids, out.type)]
             if not kids:
                 validity = pc.is_valid(array)
                 return pa.StructArray.from_buffers(out.type, len(array), [validity.buffers()[1]])
@@ -355,11 +358,3 @@ def _metadata_key(schema: pa.Schema) -> str:
         parts.append(f"@{sorted(schema.metadata.items())}")
     return ";".join(parts)
 
-
-def _fill_required(array: pa.Array, field: pa.Field, struct: pa.Array) -> pa.Array:
-    """A not-null struct child (the log body's ``type``) with a value under null structs, where
-    inspection saw the nulls `flatten` puts there: writers that check nullability (Parquet) refuse
-    a not-null column holding nulls. Such children are plain integers."""
-    if field.nullable or not array.null_count or not struct.null_count:
-        return array
-    return pc.if_else(struct.is_valid(), array, pa.scalar(0, pa.int64()).cast(array.type))

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from otap_model import SIGNAL_PAYLOADS, OtapBundle, PayloadType, Signal, reference_schema, relations
 from otap_model.payload import ATTRIBUTE_TABLES
-from otap_model.schema import strip_annotations
+from otap_model.schema import conform_hint, strip_annotations
 
 from .errors import AdaptiveArrowError, EncodingError
 
@@ -34,17 +34,13 @@ def check_schema(pt: PayloadType, batch: pa.RecordBatch) -> None:
         raise EncodingError(f"{pt.name}: unknown column(s) {unknown}; the reference schema has {ref.names}")
     missing = [n for n in ref.names if n not in got.names]
     if missing:
-        raise EncodingError(f"{pt.name}: missing column(s) {missing}; plain tables carry every reference column{_hint(pt)}")
+        raise EncodingError(f"{pt.name}: missing column(s) {missing}; plain tables carry every reference column{conform_hint(pt)}")
     if got.names != ref.names:
-        raise EncodingError(f"{pt.name}: columns {got.names} are not in reference order {ref.names}{_hint(pt)}")
+        raise EncodingError(f"{pt.name}: columns {got.names} are not in reference order {ref.names}{conform_hint(pt)}")
     for want, have in zip(ref, got):
         w, h = strip_annotations(want), strip_annotations(have)
         if not w.equals(h):
-            raise EncodingError(f"{pt.name}.{want.name}: wrong type {_describe(h)}, expected {_describe(w)}{_hint(pt)}")
-
-
-def _hint(pt: PayloadType) -> str:
-    return f" (otap_model.conform(table, PayloadType.{pt.name}) converts equivalent types and fills absent optional columns)"
+            raise EncodingError(f"{pt.name}.{want.name}: wrong type {_describe(h)}, expected {_describe(w)}{conform_hint(pt)}")
 
 
 def _column(batch: pa.RecordBatch, path: str) -> tuple[pa.Field, pa.Array]:
@@ -194,7 +190,7 @@ def check_values(bundle: OtapBundle, error: type[AdaptiveArrowError] = EncodingE
 
 def _check_body(body: pa.Array, error: type[AdaptiveArrowError], where: str) -> None:
     """A present body needs a defined AnyValue type code (slots under a null body are free)."""
-    codes = body.field(0)
+    codes = body.field("type")
     if codes.null_count == 0 and body.null_count == 0:
         top = pc.max(codes).as_py()
         if top is None or top <= _MAX_TYPE_CODE:

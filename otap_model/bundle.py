@@ -113,9 +113,14 @@ def _as_batch(table: object, key: object) -> pa.RecordBatch:
     if isinstance(table, pa.RecordBatch):
         return table
     if isinstance(table, pa.Table):
-        return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+        return one_batch(table)
     name = PayloadType(key).name  # type: ignore[arg-type]
     raise SchemaError(
         f"OtapBundle: the {name} table must be a pyarrow.RecordBatch or Table, got {type(table).__name__} "
         f"(otap_model.conform(table, PayloadType.{name}) takes pandas and other Arrow producers' tables)"
     )
+
+
+def one_batch(table: pa.Table) -> pa.RecordBatch:
+    """The rows of a pyarrow Table as one RecordBatch (chunks combined; zero-copy for one chunk)."""
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)

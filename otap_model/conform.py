@@ -19,9 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .bundle import one_batch
 from .errors import SchemaError
 from .payload import PayloadType
-from .schema import reference_schema
+from .schema import fill_under_null_structs, reference_schema
 
 _STRING_LIKE = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
 _BINARY_LIKE = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view)
@@ -71,9 +72,7 @@ def conform(table: Any, pt: PayloadType) -> pa.RecordBatch:
 def _as_batch(table: Any, pt: PayloadType) -> pa.RecordBatch:
     if isinstance(table, pa.RecordBatch):
         return table
-    if not isinstance(table, pa.Table):
-        table = _as_table(table, pt)
-    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+    return one_batch(table if isinstance(table, pa.Table) else _as_table(table, pt))
 
 
 def _as_table(data: Any, pt: PayloadType) -> pa.Table:
@@ -181,7 +180,6 @@ def _conform_struct(array: pa.Array, target: pa.StructType, where: str) -> pa.Ar
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SchemaError(f"{where}: unknown struct field(s) {unknown}; the reference struct has {sorted(known)}")
-    valid = array.is_valid()
     children = []
     for j in range(target.num_fields):
         want = target.field(j)
@@ -193,24 +191,12 @@ def _conform_struct(array: pa.Array, target: pa.StructType, where: str) -> pa.Ar
             continue
         child = _conform_array(array.field(names.index(want.name)), want.with_nullable(True), path)
         if not want.nullable and child.null_count:
-            # Slots under a null struct carry no value; elsewhere a null breaks the reference.
-            if pc.any(pc.and_(valid, child.is_null())).as_py():
-                _refuse_nulls(pc.if_else(valid, child, _zero(want.type)), path)
-            child = pc.fill_null(child, _zero(want.type))
+            child = fill_under_null_structs(child, array)  # slots under a null struct carry no value
+            if child.null_count:  # elsewhere a null breaks the reference
+                _refuse_nulls(child, path)
         children.append(child)
-    mask = None if array.null_count == 0 else pc.invert(valid)
+    mask = None if array.null_count == 0 else array.is_null()
     return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
-
-
-def _zero(type_: pa.DataType) -> pa.Scalar:
-    """The placeholder under a null struct slot for a not-null child."""
-    if pa.types.is_binary(type_) or pa.types.is_fixed_size_binary(type_):
-        return pa.scalar(bytes(getattr(type_, "byte_width", 0)), type_)
-    if pa.types.is_string(type_):
-        return pa.scalar("", type_)
-    if pa.types.is_boolean(type_):
-        return pa.scalar(False)
-    return pa.scalar(0, pa.int64()).cast(type_)
 
 
 def _conform_list(array: pa.Array, target: pa.ListType, where: str) -> pa.Array:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import SchemaError
 from .payload import ATTRIBUTE_TABLES_16, ATTRIBUTE_TABLES_32, PayloadType
@@ -338,7 +339,7 @@ def conforms(batch: pa.RecordBatch, pt: PayloadType) -> None:
     """Raise SchemaError unless `batch` has the reference schema's names, types and nullability."""
     ref = reference_schema(pt)
     got = batch.schema
-    hint = f" (otap_model.conform(table, PayloadType.{pt.name}) converts equivalent types and fills absent optional columns)"
+    hint = conform_hint(pt)
     if got.names != ref.names:
         raise SchemaError(f"{pt.name}: columns {got.names} differ from the reference {ref.names}{hint}")
     for want, have in zip(ref, got):
@@ -347,3 +348,27 @@ def conforms(batch: pa.RecordBatch, pt: PayloadType) -> None:
             raise SchemaError(
                 f"{pt.name}.{want.name}: expected {w.type} (nullable={w.nullable}), got {h.type} (nullable={h.nullable}){hint}"
             )
+
+
+def conform_hint(pt: PayloadType) -> str:
+    """Appended to the schema errors of the encoder and `to_otlp`: where a foreign table goes first."""
+    return f" (otap_model.conform(table, PayloadType.{pt.name}) converts equivalent types and fills absent optional columns)"
+
+
+def fill_under_null_structs(child: pa.Array, struct: pa.Array) -> pa.Array:
+    """`child` of `struct` with a zero value where the struct is null. A not-null child (the log
+    body's ``type``) must hold a value in every slot, or writers that check nullability (Parquet)
+    refuse the table; ``flatten()`` and foreign producers leave nulls there."""
+    if not child.null_count or not struct.null_count:
+        return child
+    return pc.if_else(struct.is_valid(), child, _zero(child.type))
+
+
+def _zero(type_: pa.DataType) -> pa.Scalar:
+    if pa.types.is_binary(type_) or pa.types.is_fixed_size_binary(type_):
+        return pa.scalar(bytes(getattr(type_, "byte_width", 0)), type_)
+    if pa.types.is_string(type_):
+        return pa.scalar("", type_)
+    if pa.types.is_boolean(type_):
+        return pa.scalar(False)
+    return pa.scalar(0, pa.int64()).cast(type_)

@@ -165,13 +165,8 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     for col in ("file", "checked", "result"):
         table.add_column(col)
     files: list[WalFile] = []
-    wal_files = _wal_files(fs, wal_dir)
-    point = sidecar.read(fs, wal_dir)[0] if fs.exists(wal_dir) else None
-    active = max([g + 1 for g, _ in wal_files if g is not None] + [point.generation if point else 0])
-    for generation, path in wal_files:
-        here = active if generation is None else generation
-        cut = point.offset if point is not None and point.generation == here else None
-        scanned, errs = scan_wal_file(fs, generation, path, cut)
+    for generation, path in _wal_files(fs, wal_dir):
+        scanned, errs = scan_wal_file(fs, generation, path)
         files.append(scanned)
         errors += errs
         checked = f"{len(scanned.entries)} entries"

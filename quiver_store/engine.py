@@ -48,7 +48,7 @@ from .segment.writer import write_segment
 from .subscriber import ack_log
 from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
-from .wal import replay, sidecar
+from .wal import replay
 from .wal.bundle_codec import BundleEncoder, Checked, decode_bundle
 from .wal.format import HEADER_LEN
 from .wal.group_commit import GroupCommitter, Pending
@@ -328,9 +328,7 @@ class QuiverStore:
                 f"segment numbers continue after {registered}",
                 source="segments",
             )
-        evidence = (os.path.join("segments", seq_floor.NAME), os.path.join("wal", sidecar.NAME))
-        written = [name for name in evidence if fs.exists(os.path.join(self.path, name))]
-        gone = ack_log.missing_log(self.path, fs, bool(written))
+        gone = ack_log.missing_log(self.path, fs)
         if gone is not None:
             self.record_corruption(
                 CorruptionError(gone, path=os.path.join(self.path, ack_log.LOG_NAME)),

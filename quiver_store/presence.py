@@ -22,7 +22,7 @@ from .segment.info import SegmentInfo
 from .subscriber import ack_log
 from .subscriber.registry import RebuiltState, rebuild
 from .wal import sidecar
-from .wal.format import HEADER_LEN, Entry, decode_header
+from .wal.format import HEADER_LEN, decode_header
 from .wal.reader import Damage, scan
 from .wal.rotation import ACTIVE, QUARANTINE_DIR, chunk_name
 
@@ -58,13 +58,9 @@ class AckEvidence:
     born: dict[int, int]  # subscriber id -> where it first appeared
 
 
-def scan_wal_file(
-    fs: FileSystem, generation: int | None, path: str, truncate_offset: int | None = None
-) -> tuple[WalFile, list[str]]:
-    """Scan one WAL file and list its damage; punched holes and the zeroed tail of the active file
-    (everything reclaimed) are normal states, not damage. `truncate_offset`: the sidecar's offset
-    when it points into this file; a damaged run that starts before it is split there, so damage
-    after a reclaimed (zeroed) prefix is reported where it starts, as recovery would see it."""
+def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[WalFile, list[str]]:
+    """Scan one WAL file and list its damage; punched holes, the zeroed tail of the active file
+    (everything reclaimed) and its torn last entry (a crash's end of log) are normal states."""
     data = fs.read_file(path)
     try:
         h = decode_header(data, path)
@@ -75,7 +71,7 @@ def scan_wal_file(
     entries: list[tuple[int, int]] = []
     errors = []
     torn_tail = None
-    for item in _split_at(data, list(scan(memoryview(data), HEADER_LEN, resync=True)), truncate_offset):
+    for item in scan(memoryview(data), HEADER_LEN, resync=True):
         if isinstance(item, Damage):
             if generation is None and item.kind == "torn":  # zeroed tail, or a write a crash cut short
                 torn_tail = None if item.reason == "zero-filled tail" else item.offset
@@ -85,20 +81,6 @@ def scan_wal_file(
         else:
             entries.append((item.offset, item.sequence))
     return WalFile(generation, path, entries, bool(errors), torn_tail), errors
-
-
-def _split_at(data: bytes, items: list[Entry | Damage], cut: int | None) -> list[Entry | Damage]:
-    """`items` with a damaged run spanning `cut` ended there and the file scanned again from `cut`;
-    the bytes before it are reclaimed (a hole, not damage) when they are all zeros."""
-    if cut is None or not HEADER_LEN < cut < len(data):
-        return items
-    for i, item in enumerate(items):
-        if isinstance(item, Damage) and item.offset < cut < item.offset + item.length:
-            zeros = data.count(0, item.offset, cut) == cut - item.offset
-            head = Damage("hole" if zeros else item.kind, item.offset, cut - item.offset,
-                          "reclaimed prefix" if zeros else item.reason, cut)
-            return [*items[:i], head, *scan(memoryview(data), cut, resync=True)]
-    return items
 
 
 def segment_span(info: SegmentInfo) -> SegmentSpan:
@@ -305,9 +287,7 @@ def find_missing(
             notes.append(("wal/", "absent (no LOCK or ack log: segments copied out of a store)"))
     else:
         missing += _missing_wal_generations(fs, wal_dir, files)
-    segments_written = [n for n in (os.path.join("segments", seq_floor.NAME), os.path.join("wal", sidecar.NAME))
-                        if fs.exists(os.path.join(root, n))]
-    gone = ack_log.missing_log(root, fs, bool(segments_written) and fs.exists(os.path.join(root, LOCK_NAME)))
+    gone = ack_log.missing_log(root, fs) if fs.exists(os.path.join(root, LOCK_NAME)) else None  # else: copied files
     if gone is not None:
         missing.append((ack_log.LOG_NAME, f"{ack_log.LOG_NAME} is missing: {gone}"))
     wal_damaged = any(f.damaged for f in files)

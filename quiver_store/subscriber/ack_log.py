@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 
 import crc32c
 
+from .. import seq_floor
 from ..errors import CorruptionError, QuiverError, StoreClosedError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
+from ..wal import sidecar
 from .state import SegmentCatalog, SubscriberState
 
 LOG_NAME = "ack.log"
@@ -536,10 +538,11 @@ def read_untouched(directory: str, fs: FileSystem = DEFAULT_FS) -> tuple[bytes |
     return checkpoint, records
 
 
-def missing_log(directory: str, fs: FileSystem, segments_written: bool) -> str | None:
-    """Why an ack log file the store must have is gone, or None. The store keeps one from its first
-    open on (QuiverStore.open creates it with LOCK), and a checkpoint points into the file that
-    continues it; `segments_written`: evidence that segments were registered in the log."""
+def missing_log(directory: str, fs: FileSystem) -> str | None:
+    """Why an ack log file the store at `directory` must have is gone, or None. The store keeps one
+    from its first open on (QuiverStore.open creates it with LOCK), a checkpoint points into the file
+    that continues it, and segments/next.seq or wal/truncate.offset show that segments were written
+    and registered in it."""
     cp_path = os.path.join(directory, CHECKPOINT_NAME)
     files = log_files(directory, fs)
     if fs.exists(cp_path):
@@ -551,7 +554,8 @@ def missing_log(directory: str, fs: FileSystem, segments_written: bool) -> str |
             return None
         return (f"{CHECKPOINT_NAME} points into ack log generation {gen}, which is gone: the outcomes recorded "
                 "after the checkpoint are lost (those bundles would be delivered again)")
-    if files or not segments_written:
+    evidence = (os.path.join(directory, "segments", seq_floor.NAME), os.path.join(directory, "wal", sidecar.NAME))
+    if files or not any(fs.exists(path) for path in evidence):
         return None
     return ("there is no ack log although segments were written and registered in it: every subscriber and "
             "acknowledgement is lost (acked bundles would be delivered again)")

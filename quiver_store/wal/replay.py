@@ -145,8 +145,7 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
                 else:
                     plan.entries.append((item, Position(gen, item.offset), path))
                 continue
-            later = [(p, fs.file_size(p)) for _, p in files[index + 1 :]]
-            stop = _damage(plan, fscan, item, view, last_file, path == active_path, mode, later)
+            stop = _damage(plan, fs, fscan, item, view, last_file, path == active_path, mode, files[index + 1 :])
             if stop:
                 break
         if stop:
@@ -155,8 +154,8 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
 
 
 def _damage(
-    plan: RecoveryPlan, fscan: FileScan, d: Damage, view: memoryview, last_file: bool, active: bool, mode: str,
-    later: list[tuple[str, int]],
+    plan: RecoveryPlan, fs: FileSystem, fscan: FileScan, d: Damage, view: memoryview, last_file: bool, active: bool,
+    mode: str, later: list[tuple[int, str]],
 ) -> bool:
     """Record one damaged region; True when the scan must stop here. Only the active file may end
     in zeros (its pre-extension); rotation cuts them off before a file becomes a chunk."""
@@ -191,8 +190,8 @@ def _damage(
     kept = content_end(view, d.offset) - d.offset  # the rest of the file, without its zero tail
     plan.actions.append(Action("quarantine", path, d.offset, kept, reason))
     plan.actions.append(Action("truncate", path, d.offset, fscan.size - d.offset, "point-in-time recovery stops here"))
-    for later_path, size in later:  # whole files moved aside: their size counts as quarantined
-        plan.actions.append(Action("quarantine_file", later_path, 0, size, "follows a corrupt entry"))
+    for _, later_path in later:  # whole files moved aside: their size counts as quarantined
+        plan.actions.append(Action("quarantine_file", later_path, 0, fs.file_size(later_path), "follows a corrupt entry"))
     return True
 
 
