@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import seq_floor
+from .bundle import RecordBundle
 from .engine import (
     list_segment_seqs,
     newest_covered_sequence,
@@ -40,6 +41,7 @@ from .segment.reader import SegmentReader
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
+from .wal.bundle_codec import decode_bundle
 from .wal.format import HEADER_LEN, decode_header
 from .wal.replay import RecoveryPlan, plan_recovery
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
@@ -264,39 +266,51 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
             continue
         with reader:
             for index, bundle in enumerate(reader.bundles()):
-                if args.format == "json":
-                    row = {
-                        "segment": seq,
-                        "bundle": index,
-                        "ingestion_time_ns": bundle.ingestion_time_ns,
-                        "slots": {str(s): _json_rows(b) for s, b in bundle.slots.items()},
-                    }
-                    out.write(_json_line(row) + "\n")
-                    continue
-                for slot, batch in bundle.slots.items():
-                    target = os.path.join(args.output, f"seg{seq:016d}_bundle{index:06d}_slot{slot:02d}.arrow")
-                    with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
-                        w.write_batch(batch)
+                _dump_bundle(args, out, bundle, {"segment": seq, "bundle": index}, f"seg{seq:016d}_bundle{index:06d}")
+    damaged = args.segment is None and _dump_wal_only(args, out, fs)
     out.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
-    if args.segment is None:
-        _note_wal_only(fs, args.path)
-    return 0
+    return 1 if damaged else 0
 
 
-def _note_wal_only(fs: FileSystem, root: str) -> None:
-    """dump reads segments; say so when acknowledged bundles are still only in the WAL (a crashed
-    store, or one whose open segment was not finalized yet)."""
-    wal_dir, seg_dir = _dirs(root)
+def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where: dict, file_stem: str) -> None:
+    if args.format == "json":
+        row = {**where, "ingestion_time_ns": bundle.ingestion_time_ns}
+        row["slots"] = {str(s): _json_rows(b) for s, b in bundle.slots.items()}
+        out.write(_json_line(row) + "\n")
+        return
+    for slot, batch in bundle.slots.items():
+        target = os.path.join(args.output, f"{file_stem}_slot{slot:02d}.arrow")
+        with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+            w.write_batch(batch)
+
+
+def _dump_wal_only(args: argparse.Namespace, out: Any, fs: FileSystem) -> bool:
+    """After the segments: the acknowledged bundles only the WAL holds (a crashed store, or an open
+    segment not finalized yet), exactly those point-in-time recovery would replay, in WAL order.
+    True when the WAL is damaged (the bundles after the damage are not dumped)."""
+    wal_dir, seg_dir = _dirs(args.path)
     try:
         plan, _ = _recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
     except QuiverError as exc:
-        _stderr().print(f"quiver dump: the WAL could not be read ({escape(str(exc))}); see quiver replay {escape(root)}")
-        return
-    if plan is not None and plan.entries:
+        _stderr().print(f"quiver dump: the WAL could not be read ({escape(str(exc))}); see quiver replay {escape(args.path)}")
+        return True
+    if plan is None:
+        return False
+    for entry, _, path in plan.entries:
+        bundle = decode_bundle(entry, None, path)
+        where = {"segment": None, "bundle": None, "wal_sequence": entry.sequence}
+        _dump_bundle(args, out, bundle, where, f"wal{entry.sequence:020d}")
+    if plan.entries:
+        named = '"segment" is null and "wal_sequence" numbers them' if args.format == "json" else "files wal<seq>_slot<slot>.arrow"
         _stderr().print(
-            f"quiver dump: {len(plan.entries)} bundle(s) are only in the WAL (acknowledged, not in a segment yet) and "
-            f"are not in this output; opening the store (QuiverStore.open) writes them to a segment"
+            f"quiver dump: the last {len(plan.entries)} bundle(s) are only in the WAL (acknowledged, not in a segment yet): {named}"
         )
+    if plan.corruptions:
+        _stderr().print(
+            f"quiver dump: the WAL is damaged ({escape(str(plan.corruptions[0]))}); bundles after the damage are not "
+            f"dumped: see quiver verify {escape(args.path)} and quiver replay {escape(args.path)}"
+        )
+    return bool(plan.corruptions)
 
 
 def _recovery_plan(fs: FileSystem, wal_dir: str, seg_dir: str, mode: str) -> tuple[RecoveryPlan | None, int]:
@@ -333,7 +347,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-DUMP_FILE = re.compile(r"seg\d{16}_bundle\d{6}_slot\d{2}\.arrow")
+DUMP_FILE = re.compile(r"(seg\d{16}_bundle\d{6}|wal\d{20})_slot\d{2}\.arrow")
 
 
 def _check_output_dir(out: str) -> None:
@@ -428,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--schemas", action="store_true", help="print the representative schema of each slot")
     p = sub.add_parser("verify", help="full checksum pass; non-zero exit naming file and offset on damage")
     p.add_argument("path")
-    p = sub.add_parser("dump", help="bundles as JSON lines (stdout) or Arrow IPC files")
+    p = sub.add_parser("dump", help="every stored bundle (segments, then the WAL) as JSON lines or Arrow IPC files")
     p.add_argument("path")
     p.add_argument("--format", choices=("json", "arrow"), default="json")
     p.add_argument("--segment", type=int, default=None, help="only this segment sequence number")

@@ -227,10 +227,13 @@ def test_a_store_without_segments_or_with_only_its_wal_still_works(tmp_path, cap
     assert main([command, str(tmp_path / "fresh")]) == 0
     assert main([command, str(root)]) == 0
     out, err = capsys.readouterr()
-    if command == "dump":  # its output is the segments'; it says what only the WAL holds
+    if command == "dump":  # every acknowledged bundle, read from the WAL, and it says so
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [(r["segment"], r["bundle"], r["wal_sequence"]) for r in rows] == [(None, None, i) for i in range(5)]
+        assert [(r["slots"]["0"][0]["i"], r["slots"]["7"][0]["s"]) for r in rows] == [(i, f"x{i}") for i in range(5)]
         assert " ".join(err.split()) == (
-            "quiver dump: 5 bundle(s) are only in the WAL (acknowledged, not in a segment yet) and are not in this "
-            "output; opening the store (QuiverStore.open) writes them to a segment"
+            'quiver dump: the last 5 bundle(s) are only in the WAL (acknowledged, not in a segment yet): "segment" is '
+            'null and "wal_sequence" numbers them'
         )
     else:
         assert err == ""
@@ -241,6 +244,24 @@ def test_a_store_without_segments_or_with_only_its_wal_still_works(tmp_path, cap
 
 
 # -- dump --output -----------------------------------------------------------------------------------
+def test_dump_of_a_damaged_wal_gives_the_bundles_before_the_damage_and_exits_1(tmp_path, capsys):
+    """What point-in-time recovery keeps is dumped; the damage is named and the exit status says so."""
+    root, receipts = crashed_store(tmp_path)
+    wal = root / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    data[receipts[2].wal_offset + 50] ^= 1
+    wal.write_bytes(bytes(data))
+    before = digest(root)
+    assert main(["dump", str(root)]) == 1
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["slots"]["0"][0]["i"] for line in out.splitlines()] == [0, 1]
+    err = " ".join(err.split())
+    assert "the last 2 bundle(s) are only in the WAL" in err
+    assert f"the WAL is damaged ({wal} at offset {receipts[2].wal_offset}" in err and "CRC32C mismatch" in err
+    assert "bundles after the damage are not dumped: see quiver verify" in err
+    assert digest(root) == before  # read-only
+
+
 def test_dump_refuses_an_output_that_is_a_file_or_holds_an_earlier_dump(store_dir, tmp_path_factory, capsys):
     scratch = tmp_path_factory.mktemp("out")
     existing = scratch / "logs.pb"

@@ -3,6 +3,8 @@ failed before its fix."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -281,9 +283,10 @@ def test_verify_calls_a_torn_last_wal_entry_the_end_of_the_log(tmp_path: Path, c
     assert "2 entries, torn tail at" in out and "(end of log)" in out
 
 
-def test_dump_says_which_acknowledged_bundles_are_only_in_the_wal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dump_includes_the_acknowledged_bundles_only_in_the_wal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Was: on a crashed store dump printed the segments' bundles and exit 0, silent about the
-    acknowledged bundles only the WAL held (0 of 10 files for the review's store)."""
+    acknowledged bundles only the WAL held (0 of 10 files for the review's store); then it only
+    counted them. Now it dumps them after the segments', in both formats."""
     from quiver_store import cli
 
     path = tmp_path / "s"
@@ -296,8 +299,18 @@ def test_dump_says_which_acknowledged_bundles_are_only_in_the_wal(tmp_path: Path
     store._abandon()
     assert cli.main(["dump", str(path)]) == 0
     captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 3
-    assert "quiver dump: 2 bundle(s) are only in the WAL (acknowledged, not in a segment yet)" in " ".join(captured.err.split())
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert [(r["segment"], r["bundle"], r.get("wal_sequence")) for r in rows] == [
+        (0, 0, None), (0, 1, None), (0, 2, None), (None, None, 3), (None, None, 4)
+    ]
+    assert [r["slots"]["0"][0]["v"] for r in rows] == [0, 1, 2, 3, 4]
+    assert "the last 2 bundle(s) are only in the WAL (acknowledged, not in a segment yet)" in " ".join(captured.err.split())
+    out = tmp_path / "arrow"
+    assert cli.main(["dump", str(path), "--format", "arrow", "--output", str(out)]) == 0
+    files = sorted(os.listdir(out))
+    assert files[3:] == [f"wal{seq:020d}_slot00.arrow" for seq in (3, 4)]
+    assert [pa.ipc.open_file(str(out / f)).read_all().column("v")[0].as_py() for f in files] == [0, 1, 2, 3, 4]
+    assert cli.main(["dump", str(path), "--format", "arrow", "--output", str(out)]) == 2  # an earlier dump's files
     assert cli.main(["replay", str(path)]) == 0  # replay, which shares the plan, still works
     assert "entries to replay into the open segment: 2" in capsys.readouterr().out
 

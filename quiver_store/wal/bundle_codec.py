@@ -152,13 +152,14 @@ def _decode_payload(payload: memoryview) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=pa.ipc.open_stream(buf).schema)
 
 
-def decode_bundle(entry: Entry, layout: Layout, path: str) -> RecordBundle:
-    """Rebuild the bundle of a CRC-verified entry; CorruptionError if its content is inconsistent."""
+def decode_bundle(entry: Entry, layout: Layout | None, path: str) -> RecordBundle:
+    """Rebuild the bundle of a CRC-verified entry; CorruptionError if its content is inconsistent.
+    With no layout (a reader that does not know the embedder's, such as `quiver dump`) the payload
+    type ids are not checked."""
     slots: dict[int, pa.RecordBatch] = {}
     fingerprints: dict[int, bytes] = {}
     for rec in entry.slots(path):
-        expected = layout.payload_type_id(rec.slot)
-        if rec.payload_type_id != expected:
+        if layout is not None and rec.payload_type_id != (expected := layout.payload_type_id(rec.slot)):
             raise CorruptionError(
                 f"entry seq {entry.sequence}: slot {rec.slot} has payload type id {rec.payload_type_id}, "
                 f"layout {layout.name!r} says {expected}",
