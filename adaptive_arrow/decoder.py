@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from otap_model import OtapBundle, PayloadType, Signal, reference_schema, signal_of
 from quiver_store.bundle import RecordBundle
+from quiver_store.progress import PROGRESS_SLOT
 
 from . import transport
 from .envelope import BatchArrowRecords
@@ -216,7 +217,8 @@ class Decoder:
     def _decode_records(self, record_bundle: RecordBundle) -> OtapBundle:
         if not isinstance(record_bundle, RecordBundle):
             raise DecodingError(f"expected a quiver_store RecordBundle, got {type(record_bundle).__name__}")
-        types = {slot: _payload_type(slot, f"record bundle slot {slot}") for slot in record_bundle.slots}
+        slots = {slot: batch for slot, batch in record_bundle.slots.items() if slot != PROGRESS_SLOT}  # not telemetry
+        types = {slot: _payload_type(slot, f"record bundle slot {slot}") for slot in slots}
         signal = self._signal_of(types.values(), "record bundle", empty="a bundle without slots")
-        tables = {types[slot]: self._restore(batch, types[slot], f"slot {slot}") for slot, batch in record_bundle.slots.items()}
+        tables = {types[slot]: self._restore(batch, types[slot], f"slot {slot}") for slot, batch in slots.items()}
         return self._bundle(tables, signal, "record bundle")

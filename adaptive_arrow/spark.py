@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from otap_model import OtapBundle, OtapModelError, Signal, from_otlp, to_otlp
-from quiver_store import QuiverStore, StoreConfig, core_path
+from quiver_store import QuiverStore, StoreConfig, core_path, with_progress
 
 from .config import EncoderConfig
 from .decoder import Decoder
@@ -60,6 +60,7 @@ STORED_FIELDS = (
     pa.field("empty", pa.int64(), nullable=False),  # requests without records: valid, nothing to store
     pa.field("rejected", pa.int64(), nullable=False),  # rows rejected (errors="record")
     pa.field("errors", pa.list_(pa.string())),  # why, one message per rejected row
+    pa.field("skipped", pa.int64(), nullable=False),  # rows an earlier run of the same job_id stored
 )
 DECODED_FIELDS = (
     pa.field("stream", pa.int64(), nullable=False),
@@ -150,6 +151,7 @@ def ingest_otlp(
     config: EncoderConfig | None = None,
     store_config: StoreConfig | None = None,
     errors: ErrorPolicy = "raise",
+    job_id: str | None = None,
 ) -> DataFrame:
     """Encode each partition's OTLP requests and ingest them, inside the task, into that
     partition's own Quiver store ``quiver_store.core_path(root, partition)``, so no envelope
@@ -161,10 +163,16 @@ def ingest_otlp(
     once durable under ``store_config``), closes it (sealing the open segment) and then reports.
     A request without records (valid OTLP, such as an empty export) stores nothing and is counted
     in ``empty``. Store errors (I/O, a full store) fail the job whatever ``errors`` says.
-    A retried task ingests its partition again into the same store, so a retry can store a bundle
-    twice (at-least-once); turn speculative execution off, since two attempts cannot hold one
-    store's lock. The result is lazy and every action on it ingests again: run one action
-    (``collect()``) on it. ``errors`` works as in ``encode_otlp``.
+    With ``job_id`` (a name that stays the same when the job runs again over the same input),
+    every request is stored exactly once across task retries and runs of the job: each bundle
+    carries its partition's progress (``quiver_store.progress``: rows consumed, durable in the same
+    WAL entry as the data), and a task first asks its store how far an earlier attempt got and skips
+    those rows (counted in ``skipped``). The rows of a partition must come in the same order every
+    time (a file or table source, not a random shuffle). Without ``job_id`` a retried task or a
+    second run ingests its partition again (at-least-once). Turn speculative execution off either
+    way: two attempts cannot hold one store's lock. The result is lazy and every action on it
+    ingests again (with ``job_id``, an action after a complete one stores nothing and counts every
+    row as skipped): run one action (``collect()``) on it. ``errors`` works as in ``encode_otlp``.
     """
     sig = _signal(signal)
     _check_options(config, errors)
@@ -173,7 +181,9 @@ def ingest_otlp(
     _check_columns(df, column, (), "ingest_otlp")
     if not isinstance(root, str | os.PathLike) or not os.fspath(root):
         raise SparkJobError(f"ingest_otlp: root must be a non-empty str or os.PathLike directory, got {root!r}")
-    task = _IngestTask(sig, os.fsdecode(root), config or EncoderConfig(), store_config, errors)
+    if job_id is not None and (not isinstance(job_id, str) or not job_id):
+        raise SparkJobError(f"ingest_otlp: job_id must be a non-empty string or None, got {job_id!r}")
+    task = _IngestTask(sig, os.fsdecode(root), config or EncoderConfig(), store_config, errors, job_id)
     return df.select(column).mapInArrow(task, _output_schema(df, [], STORED_FIELDS))
 
 
@@ -341,12 +351,15 @@ def _reject(message: str, errors: ErrorPolicy) -> str:
 
 
 class _IngestTask:
-    """Encodes a partition into records and ingests them into the partition's own store."""
+    """Encodes a partition into records and ingests them into the partition's own store; with a
+    job id, each bundle carries the partition's progress and rows stored before are skipped."""
 
     def __init__(
-        self, signal: Signal, root: str, config: EncoderConfig, store_config: StoreConfig | None, errors: ErrorPolicy
+        self, signal: Signal, root: str, config: EncoderConfig, store_config: StoreConfig | None, errors: ErrorPolicy,
+        job_id: str | None = None,
     ):
         self.signal, self.root, self.config, self.store_config, self.errors = signal, root, config, store_config, errors
+        self.job_id = job_id
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -356,12 +369,16 @@ class _IngestTask:
         context = TaskContext.get()
         partition = context.partitionId() if context else 0
         path = core_path(self.root, partition)
+        producer = None if self.job_id is None else f"{self.job_id}/partition-{partition}"
         encoder = Encoder(self.signal, self.config)
         bundles = records = otlp_bytes = empty = row = 0
         rejected: list[str] = []
         with QuiverStore.open(path, self.store_config, layout=OTAP_LAYOUT) as store:
+            done = 0 if producer is None else store.committed_offset(producer)
             for batch in batches:
-                for value in batch.column(0).to_pylist():
+                first = min(max(done - row, 0), batch.num_rows)  # rows of this batch stored before
+                row += first
+                for value in batch.column(0).slice(first).to_pylist():
                     where = f"partition {partition}, row {row}"
                     row += 1
                     bundle, error = _convert(value, self.signal, self.errors, where)
@@ -369,13 +386,21 @@ class _IngestTask:
                         empty += 1  # a RecordBundle without slots: nothing to store
                     elif bundle is not None:
                         try:
-                            store.ingest(encoder.encode_records(bundle))
-                            bundles, records, otlp_bytes = bundles + 1, records + bundle.num_rows, otlp_bytes + len(value)
+                            stored = encoder.encode_records(bundle)
                         except AdaptiveArrowError as exc:
                             error = _reject(f"{where}: {exc}", self.errors)
+                        else:
+                            store.ingest(stored if producer is None else with_progress(stored, producer, row))
+                            bundles, records, otlp_bytes = bundles + 1, records + bundle.num_rows, otlp_bytes + len(value)
                     if error is not None:
                         rejected.append(error)
-        summary = (partition, path, bundles, records, otlp_bytes, empty, len(rejected), rejected)
+            if done > row:
+                raise SparkJobError(
+                    f"partition {partition}: store {path} holds {done} rows of job_id {self.job_id!r} for this partition, "
+                    f"but the partition has only {row}: the input or its partitioning changed since that run. Give this "
+                    "input a new job_id"
+                )
+        summary = (partition, path, bundles, records, otlp_bytes, empty, len(rejected), rejected, done)
         yield pa.RecordBatch.from_arrays(
             [pa.array([v], f.type) for v, f in zip(summary, STORED_FIELDS, strict=True)],
             schema=pa.schema(list(STORED_FIELDS)),

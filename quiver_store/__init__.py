@@ -20,12 +20,14 @@ from .errors import (
 )
 from .ingest_queue import IngestQueue
 from .layout import DEFAULT_LAYOUT, Layout
+from .progress import PROGRESS_SLOT, with_progress
 from .segment import SegmentReader, load_dataset, load_table, representative_schema
 from .segment.info import SegmentInfo, StreamInfo
 from .subscriber.subscription import Delivery, Subscription
 
 __all__ = [
     "DEFAULT_LAYOUT",
+    "PROGRESS_SLOT",
     "BundleError",
     "BundleReceipt",
     "ConfigError",
@@ -54,4 +56,5 @@ __all__ = [
     "load_table",
     "open_cores",
     "representative_schema",
+    "with_progress",
 ]

@@ -18,6 +18,7 @@ entries up to the newest segment's last sequence, never skips an unsegmented one
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
 import threading
@@ -28,7 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fork_guard, seq_floor
+from . import fork_guard, progress, seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
 from .errors import (
@@ -370,6 +371,11 @@ class QuiverStore:
         self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit, before_sync=self._wake_applier)
         self._encoder = BundleEncoder(self.layout)
         self._listeners: list[Callable[[SegmentInfo], None]] = []
+        # Producer offsets (progress.py): from bundles ingested or replayed since open, plus the
+        # finalized segments' progress records, read on the first committed_offset() call.
+        self._progress: dict[str, int] = {}
+        self._progress_lock = threading.Lock()
+        self._progress_read = False
         # Applier state. One lock, three conditions, so each wake-up reaches only the thread it is for.
         lock = threading.RLock()
         self._cv = threading.Condition(lock)  # progress: inbox drained (_admit), sealed queue shrank (_seal)
@@ -407,6 +413,8 @@ class QuiverStore:
                 continue
             self._push(("entry", entry.sequence, pos, entry.size, bundle, entry.size, None))
             self.stats_counters["replayed_entries"] += 1
+            if progress.PROGRESS_SLOT in bundle.slots:
+                self._note_progress(bundle)
         self._wait_applied()
         self.stats_counters["replay_seconds"] = time.perf_counter() - t
 
@@ -469,7 +477,10 @@ class QuiverStore:
     def ingest(self, bundle: RecordBundle) -> BundleReceipt:
         """Append `bundle` to the WAL; return once durable under `wal.durability`."""
         with self._calls.inside():
-            return self._ingest(bundle)
+            receipt = self._ingest(bundle)
+            if progress.PROGRESS_SLOT in bundle.slots:
+                self._note_progress(bundle)
+            return receipt
 
     def _ingest(self, bundle: RecordBundle) -> BundleReceipt:
         self._check_open()
@@ -481,6 +492,8 @@ class QuiverStore:
                 "ingest (adaptive_arrow's encode_records gives such a bundle for an OTLP request without records)"
             )
         self.layout.check_slots(bundle.slots)
+        if progress.PROGRESS_SLOT in bundle.slots:
+            progress.check_progress(bundle.slots[progress.PROGRESS_SLOT])
         checked, epoch = self._encoder.check(bundle)  # schema vs fingerprint, before anything is logged
         if self._halted is not None:
             raise QuiverError(
@@ -970,6 +983,47 @@ class QuiverStore:
             with SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs) as reader:
                 for index, bundle in enumerate(reader.bundles()):
                     yield seq, index, bundle
+
+    # -- producer progress (progress.py) -----------------------------------------------------------
+    def committed_offset(self, producer: str) -> int:
+        """How many input items `producer` has stored: the largest offset of its progress records
+        (`progress.with_progress`) among the bundles this store holds, 0 when it has none.
+
+        A writer that runs again after a failure skips that many items of its input, so each is
+        stored exactly once. The first call reads the progress slot of every finalized segment;
+        bundles ingested or replayed since open are counted as they come. Offsets in segments that
+        retention has deleted are forgotten (their data is gone too) unless seen since open.
+        """
+        self._check_open()
+        if not isinstance(producer, str) or not producer:
+            raise QuiverError(f"committed_offset: producer must be a non-empty string, got {producer!r}")
+        with self._progress_lock:
+            if not self._progress_read:
+                progress.merge(self._progress, self._segments_progress())
+                self._progress_read = True
+            return self._progress.get(producer, 0)
+
+    def _note_progress(self, bundle: RecordBundle) -> None:
+        offsets = progress.max_offsets([bundle.slots[progress.PROGRESS_SLOT]])
+        with self._progress_lock:
+            progress.merge(self._progress, offsets)
+
+    def _segments_progress(self) -> dict[str, int]:
+        from .segment.reader import SegmentReader
+
+        batches = []
+        for seq in sorted(self._segment_sizes):
+            try:
+                reader = SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs)
+            except QuiverError as exc:
+                if getattr(exc, "errno", None) == errno.ENOENT:
+                    continue  # deleted by retention since the listing
+                raise
+            with reader:
+                for stream in reader.info.streams:
+                    if stream.slot == progress.PROGRESS_SLOT:
+                        batches += reader.stream_batches(stream.stream_id)
+        return progress.max_offsets(batches)
 
     # -- subscribers (quiver_store/subscriber/) ------------------------------------------------------
     def subscribe(self, name: str, start: str = "earliest") -> Subscription:

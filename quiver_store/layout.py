@@ -16,6 +16,7 @@ import blake3
 
 from .bundle import MAX_SLOTS
 from .errors import ConfigError
+from .progress import PROGRESS_SLOT
 
 CHECKSUM_POLICIES = ("crc32c",)
 
@@ -58,6 +59,8 @@ class Layout:
             raise ConfigError(f"layout.checksum must be one of {CHECKSUM_POLICIES}, got {self.checksum!r}")
         slots = _pairs(self.slots, "slots")
         for slot, label in slots:
+            if slot == PROGRESS_SLOT:
+                raise ConfigError(f"layout.slots: slot {PROGRESS_SLOT} is reserved for producer progress (quiver_store.progress)")
             if not isinstance(label, str) or not label:
                 raise ConfigError(f"layout.slots: slot {slot} needs a non-empty string label, got {label!r}")
         type_ids = _pairs(self.payload_type_ids, "payload_type_ids")
@@ -83,17 +86,18 @@ class Layout:
         return not self._slot_labels
 
     def label(self, slot: int) -> str:
-        return self._slot_labels.get(slot, f"slot{slot}")
+        return self._slot_labels.get(slot, "progress" if slot == PROGRESS_SLOT else f"slot{slot}")
 
     def payload_type_id(self, slot: int) -> int:
         return self._type_ids.get(slot, slot)
 
     def check_slots(self, slots: object) -> None:
-        """Raise ConfigError naming the first slot the slot table does not define."""
+        """Raise ConfigError naming the first slot the slot table does not define (the reserved
+        progress slot is defined in every layout)."""
         if self.is_generic:
             return
         for slot in cast(Any, slots):
-            if slot not in self._slot_labels:
+            if slot not in self._slot_labels and slot != PROGRESS_SLOT:
                 raise ConfigError(
                     f"slot {slot} is not defined by layout {self.name!r} (defined: {sorted(self._slot_labels)})"
                 )

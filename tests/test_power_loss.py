@@ -28,6 +28,7 @@ from quiver_store import (
     SegmentConfig,
     StoreConfig,
     WalConfig,
+    with_progress,
 )
 from quiver_store.wal.bundle_codec import BundleEncoder
 
@@ -152,6 +153,33 @@ def test_power_loss_at_every_operation_loses_no_acknowledged_bundle(tmp_path, co
         _, did_crash = check_reboot(tmp_path, crash_at, seed=crash_at, config=config)
         crashed += did_crash
     assert crashed >= total * 0.9  # background timing moves a few operations between runs
+
+
+def progress_bundle(i: int) -> RecordBundle:
+    """`bundle(i)` carrying its writer's progress: i + 1 bundles written."""
+    return with_progress(bundle(i), "writer", i + 1)
+
+
+@CONFIGS
+def test_power_loss_keeps_each_producer_offset_equal_to_the_data_it_covers(tmp_path, config):
+    """Exactly-once writers resume from committed_offset: at every crash point the rebooted store's
+    offset must be exactly the number of bundles it holds (the record is in the same WAL entry, or
+    the same direct segment, as its data), never behind an acknowledged bundle."""
+    total = workload_ops(tmp_path, config, progress_bundle)
+    for crash_at in range(total + 1):
+        live, image = tmp_path / f"live-{crash_at}", tmp_path / f"image-{crash_at}"
+        fs = PowerLossFS(str(live), crash_at=crash_at)
+        acknowledged = run_workload(str(live), fs, config, progress_bundle)
+        fates = fs.durable_image(str(image), random.Random(crash_at), torn=True)
+        with QuiverStore.open(str(image), config) as store:
+            offset = store.committed_offset("writer")
+            store.flush()
+            values = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
+        context = f"crash at op {crash_at}, acknowledged {acknowledged}, recovered {values}, offset {offset}, files: {fates}"
+        assert values == list(range(offset)), context
+        assert offset >= len(acknowledged), context
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.rmtree(image, ignore_errors=True)
 
 
 def test_power_loss_with_compacted_dictionaries_loses_no_acknowledged_bundle(tmp_path):

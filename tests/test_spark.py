@@ -40,6 +40,17 @@ def _canonical(signal: str, data: bytes):  # type: ignore[no-untyped-def]
     return canonical_order(normalize_otlp(REQUEST_TYPES[Signal(signal)].FromString(data)))
 
 
+def _stored(stores: list[str]) -> list[bytes]:
+    """Every bundle of the stores, as canonical OTLP bytes."""
+    out = []
+    for path in stores:
+        with QuiverStore.open(path, layout=OTAP_LAYOUT) as store:
+            store.flush()  # a task Spark killed when the job failed left its bundles in the WAL only
+            out += [canonical_order(to_otlp(Decoder().decode_records(b))).SerializeToString(deterministic=True)
+                    for _, _, b in store.bundles()]
+    return out
+
+
 @pytest.mark.parametrize("signal", ["logs", "traces", "metrics"])
 def test_envelopes_decode_to_the_input_and_equal_the_local_encoder(spark, signal: str) -> None:
     requests = _requests(signal)
@@ -207,12 +218,34 @@ def test_empty_requests_store_nothing_and_are_counted(spark, tmp_path, errors: s
     assert sum(r.rejected for r in summary) == 0 and all(r.errors == [] for r in summary)
     assert sum(r.records for r in summary) == 1_500
     assert sum(r.otlp_bytes for r in summary) == sum(map(len, good))
-    stored = []
-    for row in summary:
-        with QuiverStore.open(row.store, layout=OTAP_LAYOUT) as store:
-            stored += [canonical_order(to_otlp(Decoder().decode_records(b))).SerializeToString(deterministic=True)
-                       for _, _, b in store.bundles()]
+    stored = _stored([r.store for r in summary])
     assert sorted(stored) == sorted(_canonical("logs", data).SerializeToString(deterministic=True) for data in good)
+
+
+def test_a_job_run_again_with_its_job_id_stores_every_request_exactly_once(spark, tmp_path) -> None:
+    """The first run fails at a bad row part way; the second run over the mended input resumes
+    where each partition's store says it stopped; a third run stores nothing."""
+    good = _requests("logs", 4_000, 500, seed=6)
+    broken: list[bytes | None] = [*good[:5], b"\xff\xff\xff", *good[6:]]
+    with pytest.raises(PythonException, match=r"SparkJobError: partition \d, row \d+:"):
+        ingest_otlp(_frame(spark, broken), "logs", tmp_path, job_id="nightly-1").collect()
+    first = {p: len(_stored([core_path(str(tmp_path), p)])) for p in (0, 1)}
+    assert 0 < sum(first.values()) < len(good)
+
+    summary = ingest_otlp(_frame(spark, list(good)), "logs", tmp_path, job_id="nightly-1").collect()
+    assert {r.partition: r.skipped for r in summary} == first
+    assert sum(r.bundles for r in summary) == len(good) - sum(first.values())
+    expected = sorted(_canonical("logs", data).SerializeToString(deterministic=True) for data in good)
+    assert sorted(_stored([r.store for r in summary])) == expected
+
+    again = ingest_otlp(_frame(spark, list(good)), "logs", tmp_path, job_id="nightly-1").collect()
+    assert sum(r.bundles for r in again) == 0 and sum(r.skipped for r in again) == len(good)
+    assert sorted(_stored([r.store for r in again])) == expected
+
+    with pytest.raises(PythonException, match=r"holds \d+ rows of job_id 'nightly-1' for this partition, but the partition has only"):
+        ingest_otlp(_frame(spark, list(good[:2])), "logs", tmp_path, job_id="nightly-1").collect()
+    with pytest.raises(SparkJobError, match=r"^ingest_otlp: job_id must be a non-empty string or None, got ''$"):
+        ingest_otlp(_frame(spark, list(good)), "logs", tmp_path, job_id="")
 
 
 def test_decode_otap_refuses_keep_names_of_its_output_on_the_driver(spark) -> None:

@@ -1,0 +1,178 @@
+"""Producer progress (quiver_store.progress): an offset stored in the same bundle as its data, so a
+writer that runs again stores every input item exactly once, also after kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import otap_model
+from adaptive_arrow import Decoder, Encoder
+from adaptive_arrow.store_layout import OTAP_LAYOUT
+from quiver_store import (
+    PROGRESS_SLOT,
+    BundleError,
+    ConfigError,
+    Layout,
+    QuiverError,
+    QuiverStore,
+    RecordBundle,
+    RetentionConfig,
+    SegmentConfig,
+    StoreConfig,
+    with_progress,
+)
+from quiver_store.progress import PROGRESS_SCHEMA
+
+QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+
+
+def item(i: int) -> RecordBundle:
+    return RecordBundle({0: pa.record_batch({"item": pa.array([i], pa.int64())})})
+
+
+def stored_items(path: Path) -> list[int]:
+    with QuiverStore.open(path, QUIET) as store:
+        return [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()]
+
+
+def test_the_offset_comes_back_live_after_close_and_after_a_crash(tmp_path: Path) -> None:
+    store = QuiverStore.open(tmp_path, QUIET)
+    assert store.committed_offset("job/partition-0") == 0
+    for i in range(3):
+        store.ingest(with_progress(item(i), "job/partition-0", i + 1))
+    store.ingest(with_progress(item(100), "other", 7))
+    store.ingest(item(101))  # no progress record: counted for nobody
+    assert (store.committed_offset("job/partition-0"), store.committed_offset("other")) == (3, 7)
+    store.flush()
+    store.ingest(with_progress(item(3), "job/partition-0", 4))
+    store.close()
+
+    with QuiverStore.open(tmp_path, QUIET) as store:  # read from the finalized segments
+        assert (store.committed_offset("job/partition-0"), store.committed_offset("other")) == (4, 7)
+        assert store.committed_offset("job/partition-1") == 0
+        store.ingest(with_progress(item(4), "job/partition-0", 5))
+        store._abandon()  # crash: the last bundle is only in the WAL
+    with QuiverStore.open(tmp_path, QUIET) as store:  # replayed
+        assert store.stats()["replayed_entries"] == 1
+        assert store.committed_offset("job/partition-0") == 5
+    assert stored_items(tmp_path) == [0, 1, 2, 100, 101, 3, 4]
+
+
+def test_offsets_only_grow(tmp_path: Path) -> None:
+    """A writer that re-sends an older offset (a stale attempt) does not move the offset back."""
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(with_progress(item(0), "p", 10))
+        store.ingest(with_progress(item(1), "p", 4))
+        assert store.committed_offset("p") == 10
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.committed_offset("p") == 10
+
+
+def test_progress_records_are_checked_before_anything_is_logged(tmp_path: Path) -> None:
+    good = with_progress(item(0), "p", 1)
+    wrong = [
+        (pa.record_batch({"producer": ["p"], "offset": pa.array([1], pa.int32())}), "its batch must have the schema"),
+        (pa.record_batch([pa.array(["p", "q"]), pa.array([1, 2], pa.int64())], schema=PROGRESS_SCHEMA), "exactly one row, got 2"),
+        (pa.record_batch([pa.array([""]), pa.array([1], pa.int64())], schema=PROGRESS_SCHEMA), "non-empty producer"),
+        (pa.record_batch([pa.array(["p"]), pa.array([-1], pa.int64())], schema=PROGRESS_SCHEMA), "an offset >= 0, got 'p', -1"),
+    ]
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        written = store.stats()["bytes_written"]
+        for batch, message in wrong:
+            with pytest.raises(BundleError, match=f"slot {PROGRESS_SLOT} is reserved for producer progress: .*{message}"):
+                store.ingest(RecordBundle({0: item(0).slots[0], PROGRESS_SLOT: batch}))
+        assert store.stats()["bytes_written"] == written
+        with pytest.raises(BundleError, match="already carries a progress record"):
+            with_progress(good, "p", 2)
+        with pytest.raises(BundleError, match="non-empty producer"):
+            with_progress(item(0), "", 2)
+        with pytest.raises(QuiverError, match="producer must be a non-empty string, got 3"):
+            store.committed_offset(3)  # type: ignore[arg-type]
+        assert store.committed_offset("p") == 0
+    assert stored_items(tmp_path) == []
+
+
+def test_slot_63_is_reserved_in_every_layout(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="slot 63 is reserved for producer progress"):
+        Layout(name="mine", slots={1: "a", 63: "b"})
+    with QuiverStore.open(tmp_path, QUIET, layout=OTAP_LAYOUT) as store:  # OTAP defines slots 1..45 only
+        bundle = otap_model.generate("logs", 100, batch_size=100, seed=1).__next__()
+        records = Encoder("logs").encode_records(bundle)
+        store.ingest(with_progress(records, "p", 1))
+        assert store.committed_offset("p") == 1
+        store.flush()
+        stored = [b for _, _, b in store.bundles()]
+    assert sorted(stored[0].slots) == [*sorted(records.slots), PROGRESS_SLOT]
+    assert OTAP_LAYOUT.label(PROGRESS_SLOT) == "progress"
+    # The decoder leaves the progress slot out: the same tables as the records without it.
+    assert Decoder().decode_records(stored[0]) == Decoder().decode_records(records)
+
+
+def test_offsets_of_segments_retention_deleted_are_forgotten(tmp_path: Path) -> None:
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), retention=RetentionConfig(max_age=0.001))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(with_progress(item(0), "p", 1))
+    time.sleep(0.01)
+    with QuiverStore.open(tmp_path, config) as store:
+        store.maintain()  # max_age: the segment goes
+        assert store.segments() == []
+        assert store.committed_offset("p") == 0
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import pyarrow as pa
+    from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, with_progress
+
+    path, total = sys.argv[1], int(sys.argv[2])
+    store = QuiverStore.open(path, StoreConfig(segment=SegmentConfig(target_size=64 << 10)))
+    done = store.committed_offset("writer")
+    print(done, flush=True)
+    for i in range(done, total):
+        batch = pa.record_batch({"item": pa.array([i] * 50, pa.int64())})
+        store.ingest(with_progress(RecordBundle({0: batch}), "writer", i + 1))
+        print(i + 1, flush=True)  # acknowledged: durable
+    store.close()
+    print("complete", flush=True)
+    """
+)
+
+
+def test_kill_9_at_random_points_then_resume_stores_every_item_exactly_once(tmp_path: Path) -> None:
+    """A writer resuming from committed_offset after each kill -9 (sent after it acknowledged
+    `step` more items, so it dies in or between later ingests, and segments are finalized on the
+    way): after every crash the offset equals the items stored, and the store ends with items
+    0..N-1, each once, in order."""
+    total, steps = 400, [37, 1, 90, 64, 120]
+    resumed_from = []
+    for step in [*steps, None]:
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(total)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        resumed_from.append(int(proc.stdout.readline()))
+        if step is None:
+            assert proc.wait(timeout=120) == 0 and proc.stdout.read().split()[-1] == "complete"
+            break
+        acknowledged = [int(proc.stdout.readline()) for _ in range(step)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with QuiverStore.open(tmp_path, QUIET) as store:
+            offset = store.committed_offset("writer")
+            store.flush()
+            items = [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()]
+        assert offset >= acknowledged[-1]  # nothing acknowledged is lost
+        assert items == list(range(offset))  # the offset agrees with the data: no gap, no duplicate
+    assert stored_items(tmp_path) == list(range(total))
+    assert resumed_from[0] == 0
+    for before, after, step in zip(resumed_from[:-1], resumed_from[1:], steps, strict=True):
+        assert after >= before + step  # each attempt resumed past all it acknowledged
+    assert resumed_from[-1] < total  # the last kill still left work for the final run
