@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import quiver_store
 from quiver_store import (
+    PROGRESS_SLOT,
     ConfigError,
     Layout,
     QuiverError,
@@ -112,7 +113,7 @@ def test_seed_example_round_trips_after_a_crash(tmp_path):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
-        st.dictionaries(st.integers(0, 63), st.tuples(st.integers(0, 30), st.booleans()), min_size=1, max_size=4),
+        st.dictionaries(st.integers(0, PROGRESS_SLOT - 1), st.tuples(st.integers(0, 30), st.booleans()), min_size=1, max_size=4),
         min_size=1,
         max_size=12,
     ),
