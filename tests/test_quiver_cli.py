@@ -38,6 +38,15 @@ def crashed_store(tmp_path: Path) -> tuple[Path, list]:
     return tmp_path, receipts
 
 
+def flip_wal_byte(root: Path, offset: int) -> Path:
+    """Flip one bit of the active WAL file at `offset`; return the file's path."""
+    wal = root / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    data[offset] ^= 1
+    wal.write_bytes(bytes(data))
+    return wal
+
+
 def digest(root: Path) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -56,10 +65,7 @@ def test_verify_clean_store(store_dir, capsys):
 
 def test_verify_names_file_and_offset_of_a_flipped_wal_byte(tmp_path, capsys):
     root, receipts = crashed_store(tmp_path)
-    wal = root / "wal" / "quiver.wal"
-    data = bytearray(wal.read_bytes())
-    data[receipts[1].wal_offset + 50] ^= 1
-    wal.write_bytes(bytes(data))
+    wal = flip_wal_byte(root, receipts[1].wal_offset + 50)
     assert main(["verify", str(root)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert f"{wal} at offset {receipts[1].wal_offset}" in out and "CRC32C mismatch" in out
@@ -243,14 +249,10 @@ def test_a_store_without_segments_or_with_only_its_wal_still_works(tmp_path, cap
         assert "5 entries" in out
 
 
-# -- dump --output -----------------------------------------------------------------------------------
 def test_dump_of_a_damaged_wal_gives_the_bundles_before_the_damage_and_exits_1(tmp_path, capsys):
     """What point-in-time recovery keeps is dumped; the damage is named and the exit status says so."""
     root, receipts = crashed_store(tmp_path)
-    wal = root / "wal" / "quiver.wal"
-    data = bytearray(wal.read_bytes())
-    data[receipts[2].wal_offset + 50] ^= 1
-    wal.write_bytes(bytes(data))
+    wal = flip_wal_byte(root, receipts[2].wal_offset + 50)
     before = digest(root)
     assert main(["dump", str(root)]) == 1
     out, err = capsys.readouterr()
@@ -262,6 +264,7 @@ def test_dump_of_a_damaged_wal_gives_the_bundles_before_the_damage_and_exits_1(t
     assert digest(root) == before  # read-only
 
 
+# -- dump --output -----------------------------------------------------------------------------------
 def test_dump_refuses_an_output_that_is_a_file_or_holds_an_earlier_dump(store_dir, tmp_path_factory, capsys):
     scratch = tmp_path_factory.mktemp("out")
     existing = scratch / "logs.pb"
