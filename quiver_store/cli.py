@@ -38,6 +38,7 @@ from .presence import (
     segment_span,
 )
 from .segment.reader import SegmentReader
+from .segment.schema_view import representative_schema
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
@@ -125,7 +126,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
     streams = Table(title="streams")
     for col in ("seq", "stream", "slot", "fingerprint", "rows", "chunks", "bytes", "event time", "columns"):
         streams.add_column(col)
-    schemas: dict[int, pa.Schema] = {}
+    schemas: dict[int, list[pa.Schema]] = {}
     bad = 0
     for seq in seqs:
         try:
@@ -148,15 +149,27 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
                 str(seq), str(st.stream_id), str(st.slot), st.fingerprint.hex()[:16], str(st.rows), str(st.chunks),
                 _size(st.bytes), ev, str(len(st.present_columns)),
             )
-        schemas.update(info.representative_schemas)
+        for slot, schema in info.representative_schemas.items():
+            schemas.setdefault(slot, []).append(schema)
     console.print(segs)
     console.print(subscriber_table(args.path, fs, on_disk=seqs))  # marks, gaps, lag (subscriber/report.py)
     if args.streams:
         console.print(streams)
     if args.schemas:
-        for slot, schema in sorted(schemas.items()):
-            console.print(f"[bold]slot {slot}[/bold] representative schema (newest segment):\n{escape(str(schema))}\n")
+        for slot, group in sorted(schemas.items()):
+            _print_schema(console, slot, group)
     return 1 if bad else 0
+
+
+def _print_schema(console: Console, slot: int, group: list[pa.Schema]) -> None:
+    """The slot's representative schema over every segment holding it (what load_table reads)."""
+    where = f"{len(group)} segment{'s' if len(group) > 1 else ''}"
+    try:
+        schema = representative_schema(group)
+    except QuiverError as exc:
+        schema = representative_schema(group, strict=False)
+        where += f"; [red]the segments disagree[/red] ({escape(str(exc))}), first type kept"
+    console.print(f"[bold]slot {slot}[/bold] representative schema over {where}:\n{escape(str(schema))}\n", soft_wrap=True)
 
 
 # -- verify ----------------------------------------------------------------------------------------
@@ -439,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("inspect", help="segments, streams, schemas, time ranges and sizes")
     p.add_argument("path")
     p.add_argument("--streams", action="store_true", help="also list every stream of every segment")
-    p.add_argument("--schemas", action="store_true", help="print the representative schema of each slot")
+    p.add_argument("--schemas", action="store_true", help="print each slot's representative schema over every segment")
     p = sub.add_parser("verify", help="full checksum pass; non-zero exit naming file and offset on damage")
     p.add_argument("path")
     p = sub.add_parser("dump", help="every stored bundle (segments, then the WAL) as JSON lines or Arrow IPC files")

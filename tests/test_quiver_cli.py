@@ -325,3 +325,16 @@ def test_inspect_lists_what_is_resolved_past_the_mark(tmp_path, capsys):
     }
     assert rows["exp"] == ["-1", "6", "1:*, 2:1, 2:3", "6"]  # mark, resolved > mark, which, lag bundles
     assert rows["idle"] == ["-1", "0", "-", "12"]
+
+
+def test_inspect_schemas_covers_every_segment_and_names_a_disagreement(tmp_path, capsys):
+    """Was: the newest segment's schema only, so a column of older segments was missing."""
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(RecordBundle({7: pa.record_batch({"s": ["a"]}), 8: pa.record_batch({"n": pa.array([1], pa.int64())})}))
+        store.flush()
+        store.ingest(RecordBundle({7: pa.record_batch({"t": pa.array([2], pa.int32())}), 8: pa.record_batch({"n": ["x"]})}))
+    assert main(["inspect", str(tmp_path), "--schemas"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "slot 7 representative schema over 2 segments: s: string t: int32" in out
+    assert "slot 8 representative schema over 2 segments; the segments disagree (" in out
+    assert "first type kept: n: int64" in out
