@@ -60,7 +60,7 @@ STORED_FIELDS = (
     pa.field("empty", pa.int64(), nullable=False),  # requests without records: valid, nothing to store
     pa.field("rejected", pa.int64(), nullable=False),  # rows rejected (errors="record")
     pa.field("errors", pa.list_(pa.string())),  # why, one message per rejected row
-    pa.field("skipped", pa.int64(), nullable=False),  # rows an earlier run of the same job_id stored
+    pa.field("skipped", pa.int64(), nullable=False),  # rows an earlier run of the same job_id got through (up to its last stored row)
 )
 DECODED_FIELDS = (
     pa.field("stream", pa.int64(), nullable=False),
