@@ -51,6 +51,14 @@ def _opens_stream(record: bytes) -> bool:
     return pa.ipc.read_message(pa.py_buffer(record)).type == "schema"
 
 
+def _opens_stream_safely(record: bytes) -> bool:
+    """`_opens_stream`, False for bytes that are no IPC message (reading them reports the damage)."""
+    try:
+        return _opens_stream(record)
+    except (pa.ArrowException, ValueError, OSError, EOFError):
+        return False
+
+
 class Decoder:
     """Decodes a sequence of OTAP envelopes of one OTAP stream (keep one Decoder per stream).
 
@@ -145,7 +153,23 @@ class Decoder:
             if pt in seen:
                 raise DecodingError(f"{where} payload {i}: second payload of type {pt.name} in one batch")
             seen.add(pt)
-        return bar, where, self._signal_of(types, where, empty="an envelope without payloads")
+        signal = self._signal_of(types, where, empty="an envelope without payloads")
+        self._check_order(bar, where)
+        return bar, where, signal
+
+    def _check_order(self, bar: BatchArrowRecords, where: str) -> None:
+        """A stream's batch ids increase: an envelope that continues this Decoder's streams with a
+        batch id not above the last one decoded is a resent or reordered envelope, whose
+        dictionary deltas would be applied a second time (or out of turn) and corrupt every later
+        batch. An envelope that opens every stream it uses (a new stream, a unary encoder) may
+        start again at any id."""
+        last = self._last_batch_id
+        if last is None or bar.batch_id > last or all(_opens_stream_safely(p.record) for p in bar.payloads):
+            return
+        raise DecodingError(
+            f"{where}: continues this Decoder's stream, whose last decoded envelope was batch {last}: a resent, "
+            "duplicated or reordered envelope (decode each envelope of a stream once, in order; nothing was fed)"
+        )
 
     def _atomically(self, step: Callable[[], _T]) -> _T:
         """Run ``step`` (which feeds readers); if it raises, put every reader back as it was."""

@@ -189,3 +189,30 @@ def test_read_records_gives_the_bundle_encode_records_gives(signal: str) -> None
 def test_read_records_rejects_bytes_that_are_not_an_envelope() -> None:
     with pytest.raises(EnvelopeError, match=r"BatchArrowRecords: truncated varint at byte 4"):
         Decoder().read_records(b"\xff\xff\xff\xff")
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_a_resent_or_older_envelope_is_refused_and_the_stream_goes_on(sort: bool) -> None:
+    """Was (fresh-user review 6): a resent envelope was decoded again without error, its dictionary
+    deltas applied twice, and every later batch of the stream came back with wrong values."""
+    import otap_model
+    from adaptive_arrow import Decoder, Encoder, EncoderConfig
+    from adaptive_arrow.errors import DecodingError
+
+    bundles = list(otap_model.generate("logs", 400, batch_size=100, seed=9))
+    encoder = Encoder("logs", EncoderConfig(sort=sort))
+    wire = [encoder.encode(b).to_bytes() for b in bundles]
+    decoder, plain = Decoder(), Decoder()
+    for k in (0, 1, 2):
+        decoder.decode(wire[k])
+        plain.decode(wire[k])
+    for again in (2, 1):  # a duplicate, then an older envelope (batch 0 opens every stream: a restart)
+        with pytest.raises(DecodingError, match=rf"^batch {again}: continues this Decoder's stream, whose last decoded envelope was batch 2: a resent"):
+            decoder.decode(wire[again])
+    got, expected = decoder.decode(wire[3]), plain.decode(wire[3])  # plain: never saw a resent envelope
+    assert got == expected
+    if not sort:  # unsorted, the ids are not renumbered: equal to the source too
+        assert got == bundles[3]
+    unary = Decoder()  # every unary envelope is batch 0 and opens its streams: all accepted
+    for b in bundles:
+        assert unary.decode(Encoder("logs", EncoderConfig(sort=False)).encode(b).to_bytes()) == b
