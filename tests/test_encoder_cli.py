@@ -270,3 +270,25 @@ def test_decode_refuses_a_directory_of_an_earlier_decode(tmp_path: Path, capsys:
                               "(000000.pb ...); pass --overwrite to delete them first, or choose another directory\n")
     assert _run(["decode", str(one), "--out", str(out), "--overwrite"], capsys)[0] == 0
     assert sorted(p.name for p in out.iterdir()) == ["000000.pb", "notes.txt"]
+
+
+def test_out_that_is_a_fifo_a_symlink_or_has_a_directory_as_tmp_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 6): the output replaced a FIFO, a device or a symbolic link with a
+    regular file, and a directory named like the temporary file gave a traceback."""
+    import os
+
+    inputs = _requests(tmp_path, "logs.json", 1)
+    fifo, link, target, blocked = tmp_path / "pipe.otap", tmp_path / "link.otap", tmp_path / "target.otap", tmp_path / "o.otap"
+    os.mkfifo(fifo)
+    target.write_bytes(b"keep")
+    link.symlink_to(target)
+    (tmp_path / "o.otap.tmp").mkdir()
+    cases = [
+        (fifo, f"--out {fifo}: is not a regular file (a device, FIFO or socket), which the output would replace"),
+        (link, f"--out {link}: is a symbolic link, which the output would replace"),
+        (blocked, f"--out's temporary file {blocked}.tmp exists and is not a regular file"),
+    ]
+    for out, message in cases:
+        code, _, err = _run(["encode", str(inputs[0]), "--signal", "logs", "--out", str(out), "--quiet"], capsys)
+        assert code == 2 and err.startswith(f"adaptive-arrow encode: {message}") and err.count("\n") == 1
+    assert fifo.is_fifo() and link.is_symlink() and target.read_bytes() == b"keep" and not blocked.exists()

@@ -34,6 +34,11 @@ def check_out(out: Path, tmp: Path, inputs: list[Path]) -> None:
     """--out (and the .tmp file written first) must be a writable path that is none of the inputs."""
     if out.is_dir():
         raise InputError(f"--out {out}: is a directory; name the output file")
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        kind = "a symbolic link" if out.is_symlink() else "not a regular file (a device, FIFO or socket)"
+        raise InputError(f"--out {out}: is {kind}, which the output would replace; name a regular file")
+    if tmp.exists() and not tmp.is_file():
+        raise InputError(f"--out's temporary file {tmp} exists and is not a regular file; remove it or name another output")
     for target in (out, tmp):
         for path in inputs:
             if target.exists() and os.path.samefile(target, path):
