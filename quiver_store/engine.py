@@ -1004,9 +1004,9 @@ class QuiverStore:
             return self._progress.get(producer, 0)
 
     def _note_progress(self, bundle: RecordBundle) -> None:
-        offsets = progress.max_offsets([bundle.slots[progress.PROGRESS_SLOT]])
+        producer, offset = progress.record(bundle.slots[progress.PROGRESS_SLOT])
         with self._progress_lock:
-            progress.merge(self._progress, offsets)
+            progress.merge(self._progress, {producer: offset})
 
     def _segments_progress(self) -> dict[str, int]:
         from .segment.reader import SegmentReader

@@ -15,7 +15,6 @@ bundle, in the writer's own unit (rows, requests, bytes).
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .bundle import RecordBundle
 from .errors import BundleError
@@ -32,11 +31,7 @@ def with_progress(bundle: RecordBundle, producer: str, offset: int) -> RecordBun
         raise BundleError(f"the bundle already carries a progress record (slot {PROGRESS_SLOT})")
     batch = pa.record_batch([pa.array([producer], pa.string()), pa.array([offset], pa.int64())], schema=PROGRESS_SCHEMA)
     check_progress(batch)
-    return RecordBundle(
-        {**bundle.slots, PROGRESS_SLOT: batch},
-        {**(bundle.fingerprints or {})},
-        ingestion_time_ns=bundle.ingestion_time_ns,
-    )
+    return RecordBundle({**bundle.slots, PROGRESS_SLOT: batch}, bundle.fingerprints, bundle.ingestion_time_ns)
 
 
 def check_progress(batch: pa.RecordBatch) -> None:
@@ -47,18 +42,23 @@ def check_progress(batch: pa.RecordBatch) -> None:
         raise BundleError(f"{where}: its batch must have the schema {PROGRESS_SCHEMA.to_string(show_schema_metadata=False)!r}, got {batch.schema.to_string(show_schema_metadata=False)!r}")
     if batch.num_rows != 1:
         raise BundleError(f"{where}: its batch must hold exactly one row, got {batch.num_rows}")
-    producer, offset = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+    producer, offset = record(batch)
     if not producer or offset is None or offset < 0:
         raise BundleError(f"{where}: needs a non-empty producer and an offset >= 0, got {producer!r}, {offset!r}")
 
 
+def record(batch: pa.RecordBatch) -> tuple[str, int]:
+    """(producer, offset) of a one-row progress batch."""
+    return batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+
+
 def max_offsets(batches: list[pa.RecordBatch]) -> dict[str, int]:
-    """The largest offset of each producer in progress batches (one or many records each)."""
+    """The largest offset of each producer in progress batches (a segment stream's batches hold
+    many records each)."""
     if not batches:
         return {}
-    table = pa.Table.from_batches(batches, schema=PROGRESS_SCHEMA)
-    grouped = table.group_by("producer").aggregate([("offset", "max")])
-    return dict(zip(grouped.column("producer").to_pylist(), pc.cast(grouped.column("offset_max"), pa.int64()).to_pylist(), strict=True))
+    grouped = pa.Table.from_batches(batches, schema=PROGRESS_SCHEMA).group_by("producer").aggregate([("offset", "max")])
+    return dict(zip(grouped.column("producer").to_pylist(), grouped.column("offset_max").to_pylist(), strict=True))
 
 
 def merge(into: dict[str, int], offsets: dict[str, int]) -> None:

@@ -283,10 +283,12 @@ def test_out_that_is_a_fifo_a_symlink_or_has_a_directory_as_tmp_is_refused(tmp_p
     target.write_bytes(b"keep")
     link.symlink_to(target)
     (tmp_path / "o.otap.tmp").mkdir()
+    (tmp_path / "l.otap.tmp").symlink_to(target)  # writing the .tmp file would overwrite target
     cases = [
         (fifo, f"--out {fifo}: is not a regular file (a device, FIFO or socket), which the output would replace"),
         (link, f"--out {link}: is a symbolic link, which the output would replace"),
         (blocked, f"--out's temporary file {blocked}.tmp exists and is not a regular file"),
+        (tmp_path / "l.otap", f"--out's temporary file {tmp_path}/l.otap.tmp exists and is not a regular file"),
     ]
     for out, message in cases:
         code, _, err = _run(["encode", str(inputs[0]), "--signal", "logs", "--out", str(out), "--quiet"], capsys)

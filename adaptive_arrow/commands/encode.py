@@ -37,7 +37,7 @@ def check_out(out: Path, tmp: Path, inputs: list[Path]) -> None:
     if out.is_symlink() or (out.exists() and not out.is_file()):
         kind = "a symbolic link" if out.is_symlink() else "not a regular file (a device, FIFO or socket)"
         raise InputError(f"--out {out}: is {kind}, which the output would replace; name a regular file")
-    if tmp.exists() and not tmp.is_file():
+    if tmp.is_symlink() or (tmp.exists() and not tmp.is_file()):  # writing would go through the link
         raise InputError(f"--out's temporary file {tmp} exists and is not a regular file; remove it or name another output")
     for target in (out, tmp):
         for path in inputs:
