@@ -258,3 +258,44 @@ def test_an_unknown_signal_name_is_a_conversion_error() -> None:
 def test_otlp_json_to_message_rejects_what_is_not_json() -> None:
     with pytest.raises(ConversionError, match=r"^invalid JSON: "):
         otlp_json_to_message(b"\x08\x01 protobuf bytes")
+
+
+def _with_column(bundle: OtapBundle, pt, name: str, values: list[int]) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    table = bundle[pt]
+    index = table.schema.get_field_index(name)
+    field = table.schema.field(index)
+    bundle.tables[pt] = table.set_column(index, field, pa.array(values, field.type))
+
+
+def test_to_otlp_refuses_orphan_children_and_repeated_ids_instead_of_dropping_rows() -> None:
+    """A request built from such a bundle would silently lose the orphans or give one parent the
+    children of both: the encoder refuses these bundles, and so does to_otlp."""
+    from otap_model import PayloadType as P
+    from otap_model import Signal, to_otlp
+    from otap_model.generator import generate_otlp
+
+    def fresh() -> OtapBundle:
+        return from_otlp(next(iter(generate_otlp(Signal.TRACES, 40, batch_size=40, seed=3))))
+
+    bundle = fresh()
+    spans, attrs = bundle[P.SPANS], bundle[P.SPAN_ATTRS]
+    missing = max(spans.column("id").to_pylist(), key=lambda v: v or 0) + 7
+    _with_column(bundle, P.SPAN_ATTRS, "parent_id", [missing, missing] + attrs.column("parent_id").to_pylist()[2:])
+    with pytest.raises(ConversionError, match=rf"^SPAN_ATTRS\[0\]\.parent_id: {missing} is the id of no SPANS\.id row \(2 orphan row\(s\)\); the request would drop them$"):
+        to_otlp(bundle)
+
+    bundle = fresh()
+    ids = bundle[P.SPANS].column("id").to_pylist()
+    first, second = [i for i, v in enumerate(ids) if v is not None][:2]
+    ids[second] = ids[first]
+    _with_column(bundle, P.SPANS, "id", ids)
+    with pytest.raises(ConversionError, match=rf"^SPANS\.id: value {ids[first]} is the id of rows {first} and {second}; an id must be unique"):
+        to_otlp(bundle)
+
+    bundle = fresh()
+    resource_attrs = bundle[P.RESOURCE_ATTRS]
+    _with_column(bundle, P.RESOURCE_ATTRS, "parent_id", [999] + resource_attrs.column("parent_id").to_pylist()[1:])
+    with pytest.raises(ConversionError, match=r"^RESOURCE_ATTRS\[0\]\.parent_id: 999 is the id of no SPANS\.resource\.id row"):
+        to_otlp(bundle)

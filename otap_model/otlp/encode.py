@@ -16,7 +16,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ..bundle import OtapBundle
 from ..errors import ConversionError
-from ..payload import DATA_POINT_FAMILIES, PayloadType, Signal
+from ..payload import DATA_POINT_FAMILIES, PayloadType, Signal, relations
 from ..schema import conforms
 from . import anyvalue as av
 from . import writer as w
@@ -24,6 +24,7 @@ from .decode import REQUEST_TYPES
 from .writer import Blob
 
 P = PayloadType
+_PARENT_KEY = {(signal, rel.child): f"{rel.parent.name}.{rel.parent_column}" for signal in Signal for rel in relations(signal)}
 
 
 def to_otlp(bundle: OtapBundle) -> Message:
@@ -97,23 +98,34 @@ def _text(col: pa.Array, field: int, *, always: bool = False) -> Blob:
     return w.length(blob, present & w.valid(col), field)
 
 
-def _ids_to_rows(ids: pa.Array) -> np.ndarray:
-    """Map id -> row of a parent table (-1 for ids no row has)."""
+def _parent_rows(child: pa.RecordBatch, child_pt: PayloadType, ids: pa.Array, parent: str) -> np.ndarray:
+    """Row of each child's parent among `ids` (the parent key column `parent`, nulls = rows without
+    children). A child whose parent_id no row has, or ids that repeat, would make the request lose
+    or misplace rows, so both are refused, as the encoder refuses them."""
     valid = w.valid(ids)
-    values = w.numbers(ids).astype(np.int64)
-    top = int(values[valid].max()) + 1 if valid.any() else 0
-    rows = np.full(top + 1, -1, np.int64)
-    rows[values[valid]] = np.flatnonzero(valid)
-    return rows
-
-
-def _parent_rows(child: pa.RecordBatch, id_rows: np.ndarray) -> np.ndarray:
-    """Row of each child's parent (-1 for a parent_id no parent row has)."""
-    pid = w.numbers(child.column("parent_id")).astype(np.int64)
-    out = np.full(pid.size, -1, np.int64)
-    inside = pid < id_rows.size
-    out[inside] = id_rows[pid[inside]]
-    return out
+    rows = np.flatnonzero(valid)
+    values = w.numbers(ids).astype(np.int64)[rows]
+    order = np.argsort(values, kind="stable")
+    keys, rows = values[order], rows[order]
+    repeated = np.flatnonzero(keys[1:] == keys[:-1])
+    if repeated.size:
+        i = int(repeated[0])
+        raise ConversionError(
+            f"value {int(keys[i])} is the id of rows {int(rows[i])} and {int(rows[i + 1])}; an id must be unique "
+            f"within its table for {child_pt.name} rows to find their parent", parent)
+    pid_col = child.column("parent_id")
+    if pid_col.null_count:
+        row = int(np.flatnonzero(~w.valid(pid_col))[0])
+        raise ConversionError("null; every child row needs its parent's id", f"{child_pt.name}[{row}].parent_id")
+    pid = w.numbers(pid_col).astype(np.int64)
+    at = np.minimum(np.searchsorted(keys, pid), max(keys.size - 1, 0))
+    found = keys[at] == pid if keys.size else np.zeros(pid.size, np.bool_)
+    if not found.all():
+        row = int(np.flatnonzero(~found)[0])
+        raise ConversionError(
+            f"{int(pid[row])} is the id of no {parent} row ({int((~found).sum())} orphan row(s)); "
+            "the request would drop them", f"{child_pt.name}[{row}].parent_id")
+    return rows[at]
 
 
 def _children(bundle: OtapBundle, pt: PayloadType, parent_ids: pa.Array, n_parent: int, field: int, content) -> Blob:  # type: ignore[no-untyped-def]
@@ -121,7 +133,8 @@ def _children(bundle: OtapBundle, pt: PayloadType, parent_ids: pa.Array, n_paren
     table = bundle.get(pt)
     if table is None or table.num_rows == 0:
         return w.empty(n_parent)
-    return w.group(content(bundle, table), _parent_rows(table, _ids_to_rows(parent_ids)), n_parent, field)
+    parent = _PARENT_KEY[(Signal(bundle.signal), pt)]
+    return w.group(content(bundle, table), _parent_rows(table, pt, parent_ids, parent), n_parent, field)
 
 
 def _attributes(bundle: OtapBundle, pt: PayloadType, parent_ids: pa.Array, n_parent: int, field: int) -> Blob:

@@ -231,9 +231,8 @@ def concat(*blobs: Blob) -> Blob:
 def group(child: Blob, parent_rows: np.ndarray, n_parent: int, field: int) -> Blob:
     """Children (rows of `child`) nested into their parent rows as a repeated message field.
 
-    Rows with a negative parent are orphans and are left out; children keep their row order."""
-    keep = np.flatnonzero(parent_rows >= 0)
-    order = keep[np.argsort(parent_rows[keep], kind="stable")]
+    Every child has a parent row (0 <= parent_rows < n_parent); children keep their row order."""
+    order = np.argsort(parent_rows, kind="stable")
     return _k_group(child[0], child[1], order, parent_rows[order], n_parent, tag(field, LEN))  # type: ignore[no-any-return]
 
 
