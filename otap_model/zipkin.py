@@ -39,6 +39,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from .bundle import OtapBundle
 from .errors import ConversionError
 from .otlp import from_otlp
+from .otlp.json import load_json
 
 KINDS = {
     "CLIENT": Span.SPAN_KIND_CLIENT,
@@ -60,12 +61,10 @@ MAX_NANOS = 2**64 - 1  # OTLP times are fixed64 nanoseconds
 MAX_MICROS = MAX_NANOS // 1000
 
 
-def from_zipkin_json(text_or_bytes: str | bytes | bytearray) -> OtapBundle:
-    """Convert a Zipkin v2 JSON span list to an OTAP traces bundle."""
-    try:
-        spans = json.loads(text_or_bytes)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConversionError(f"invalid JSON: {exc}") from None
+def from_zipkin_json(document: str | bytes | bytearray | list[Any]) -> OtapBundle:
+    """Convert a Zipkin v2 JSON span list (its text, or the list `json.loads` made of it) to an OTAP
+    traces bundle."""
+    spans = load_json(document, "Zipkin v2 JSON")
     if not isinstance(spans, list):
         raise ConversionError(f"Zipkin v2 JSON is a list of spans, got {type(spans).__name__}")
     for i, span in enumerate(spans):

@@ -16,6 +16,7 @@ from otap_model import ConversionError, OtapBundle, from_otlp, from_otlp_json
 from otap_model.otlp.json import otlp_json_to_message
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "otlp-examples"
+ZIPKIN = EXAMPLES.parent / "zipkin"
 
 
 def _msg(name: str):  # type: ignore[no-untyped-def]
@@ -282,7 +283,7 @@ def test_to_otlp_refuses_orphan_children_and_repeated_ids_instead_of_dropping_ro
     bundle = fresh()
     spans, attrs = bundle[P.SPANS], bundle[P.SPAN_ATTRS]
     missing = max(spans.column("id").to_pylist(), key=lambda v: v or 0) + 7
-    _with_column(bundle, P.SPAN_ATTRS, "parent_id", [missing, missing] + attrs.column("parent_id").to_pylist()[2:])
+    _with_column(bundle, P.SPAN_ATTRS, "parent_id", [missing, missing, *attrs.column("parent_id").to_pylist()[2:]])
     with pytest.raises(ConversionError, match=rf"^SPAN_ATTRS\[0\]\.parent_id: {missing} is the id of no SPANS\.id row \(2 orphan row\(s\)\); the request would drop them$"):
         to_otlp(bundle)
 
@@ -296,6 +297,35 @@ def test_to_otlp_refuses_orphan_children_and_repeated_ids_instead_of_dropping_ro
 
     bundle = fresh()
     resource_attrs = bundle[P.RESOURCE_ATTRS]
-    _with_column(bundle, P.RESOURCE_ATTRS, "parent_id", [999] + resource_attrs.column("parent_id").to_pylist()[1:])
+    _with_column(bundle, P.RESOURCE_ATTRS, "parent_id", [999, *resource_attrs.column("parent_id").to_pylist()[1:]])
     with pytest.raises(ConversionError, match=r"^RESOURCE_ATTRS\[0\]\.parent_id: 999 is the id of no SPANS\.resource\.id row"):
         to_otlp(bundle)
+
+
+def test_json_converters_take_a_parsed_document_and_refuse_other_types_with_their_own_error() -> None:
+    import json
+
+    from otap_model import from_zipkin_json
+
+    text = (EXAMPLES / "logs.json").read_text()
+    document = json.loads(text)
+    before = json.dumps(document)
+    parsed, from_text = from_otlp_json(document), from_otlp_json(text)
+    assert parsed.tables.keys() == from_text.tables.keys()
+    assert all(parsed.tables[pt].equals(from_text.tables[pt]) for pt in parsed.tables)
+    assert json.dumps(document) == before  # the caller's object is not rewritten (hex ids stay hex)
+    zipkin = (ZIPKIN / "yelp.json").read_text()
+    spans, expected = from_zipkin_json(json.loads(zipkin)), from_zipkin_json(zipkin)
+    assert all(spans.tables[pt].equals(expected.tables[pt]) for pt in expected.tables)
+    cases = [
+        (from_otlp_json, None, r"^expected OTLP/JSON as str or bytes \(or the object json\.loads made of it\), got NoneType$"),
+        (from_otlp_json, 3.5, r"^expected OTLP/JSON as str or bytes .*, got float$"),
+        (from_otlp_json, [document], r"^an OTLP/JSON request is a JSON object, got list$"),
+        (from_otlp_json, "[" * 100_000, r"^invalid OTLP/JSON: nested deeper than Python's JSON parser goes$"),
+        (from_zipkin_json, None, r"^expected Zipkin v2 JSON as str or bytes .*, got NoneType$"),
+        (from_zipkin_json, document, r"^Zipkin v2 JSON is a list of spans, got dict$"),
+        (from_zipkin_json, "[" * 100_000, r"^invalid Zipkin v2 JSON: nested deeper than Python's JSON parser goes$"),
+    ]
+    for convert, value, message in cases:
+        with pytest.raises(ConversionError, match=message):
+            convert(value)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ then converted like any protobuf request.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from typing import Any
 
@@ -47,9 +48,10 @@ _ROOT_KEYS = {
 }
 
 
-def from_otlp_json(text_or_bytes: str | bytes | bytearray, signal: Signal | str | None = None) -> OtapBundle:
-    """Convert an OTLP/JSON export request to an OtapBundle (signal inferred from the root key)."""
-    return from_otlp(otlp_json_to_message(text_or_bytes, signal))
+def from_otlp_json(document: str | bytes | bytearray | dict[str, Any], signal: Signal | str | None = None) -> OtapBundle:
+    """Convert an OTLP/JSON export request (its text, or the object `json.loads` made of it) to an
+    OtapBundle (signal inferred from the root key)."""
+    return from_otlp(otlp_json_to_message(document, signal))
 
 
 def to_otlp_json(bundle: OtapBundle) -> str:
@@ -59,14 +61,27 @@ def to_otlp_json(bundle: OtapBundle) -> str:
     return json.dumps(doc)
 
 
-def otlp_json_to_message(text_or_bytes: str | bytes | bytearray, signal: Signal | str | None = None) -> Any:
-    """Parse OTLP/JSON into the protobuf request message (hex ids accepted)."""
+def load_json(document: Any, expected: str) -> Any:
+    """The parsed JSON of text or bytes; an already parsed document (dict or list) as a deep copy,
+    since the converters rewrite it in place. `expected` names the input in the error."""
+    if isinstance(document, (dict, list)):
+        try:
+            return copy.deepcopy(document)
+        except RecursionError:
+            raise ConversionError(f"invalid {expected}: nested deeper than Python can copy") from None
+    if not isinstance(document, (str, bytes, bytearray, memoryview)):
+        raise ConversionError(f"expected {expected} as str or bytes (or the object json.loads made of it), got {type(document).__name__}")
     try:
-        doc = json.loads(text_or_bytes)
+        return json.loads(bytes(document) if isinstance(document, memoryview) else document)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConversionError(f"invalid JSON: {exc}") from None
     except RecursionError:
-        raise _too_deep() from None
+        raise ConversionError(f"invalid {expected}: nested deeper than Python's JSON parser goes") from None
+
+
+def otlp_json_to_message(document: str | bytes | bytearray | dict[str, Any], signal: Signal | str | None = None) -> Any:
+    """Parse OTLP/JSON (text or a parsed object) into the protobuf request message (hex ids accepted)."""
+    doc = load_json(document, "OTLP/JSON")
     if not isinstance(doc, dict):
         raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)
