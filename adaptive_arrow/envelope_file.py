@@ -49,7 +49,7 @@ def write_envelopes(out: BinaryIO, messages: Iterable[BatchArrowRecords | bytes]
 def read_envelopes(source: BinaryIO, name: str = "<stream>") -> Iterator[bytes]:
     """Yield each message's bytes; a truncated prefix or message raises EnvelopeError naming the
     file, the message number (1-based, as every message of the command line) and its offset."""
-    if not callable(getattr(source, "read", None)):
+    if not callable(getattr(source, "read", None)) or isinstance(source, io.TextIOBase):  # text mode would decode
         raise EnvelopeError(f"read_envelopes(source): expected a file opened for binary reading ('rb'), got {_what(source)}")
     offset = 0
     number = 1

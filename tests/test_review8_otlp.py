@@ -319,18 +319,32 @@ def test_zipkin_largest_time_is_accepted() -> None:
     assert spans[0].start_time_unix_nano == spans[0].end_time_unix_nano == 18446744073709551000
 
 
+class _Reader:
+    """A file-like object that is no io class, whose read() gives text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def read(self, size: int) -> str:
+        chunk, self.text = self.text[:size], self.text[size:]
+        return chunk
+
+
 @pytest.mark.parametrize(
     "call,message",
     [
         (lambda: list(read_envelopes("x", "x")), r"^read_envelopes\(source\): expected a file opened for binary reading \('rb'\), got a str$"),
-        (lambda: list(read_envelopes(io.StringIO("abcd"))), r"^read_envelopes\(source\): <stream>: read\(\) returned a str, not bytes"),
+        (lambda: list(read_envelopes(io.StringIO("abcd"))), r"^read_envelopes\(source\): expected a file opened for binary reading \('rb'\), got a StringIO$"),
+        (lambda: list(read_envelopes(io.TextIOWrapper(io.BytesIO(b"\x0c\x00\x00\x00\xff\xfe"), "utf-8"))),
+         r"^read_envelopes\(source\): expected a file opened for binary reading \('rb'\), got a TextIOWrapper$"),
+        (lambda: list(read_envelopes(_Reader("abcd"))), r"^read_envelopes\(source\): <stream>: read\(\) returned a str, not bytes"),
         (lambda: write_envelopes(None, [b""]), r"^write_envelopes\(out\): expected a file opened for binary writing \('wb'\), got None$"),  # type: ignore[arg-type]
         (lambda: write_envelopes(io.StringIO(), [b""]), r"^write_envelopes\(out\): .* got a StringIO$"),  # type: ignore[arg-type]
         (lambda: write_envelopes(io.BytesIO(), None), r"^write_envelopes\(messages\): expected an iterable .*, got None$"),  # type: ignore[arg-type]
         (lambda: write_envelopes(io.BytesIO(), [b"", "s"]), r"^write_envelopes\(messages\): message 2 is a str, expected BatchArrowRecords or bytes$"),  # type: ignore[list-item]
         (lambda: write_envelopes(io.BytesIO(), [1]), r"^write_envelopes\(messages\): message 1 is an int"),  # type: ignore[list-item]
     ],
-    ids=["read str path", "read text file", "write None", "write text file", "write None messages", "write str", "write int"],
+    ids=["read str path", "read text file", "read text-mode file", "read() of str", "write None", "write text file", "write None messages", "write str", "write int"],
 )
 def test_envelope_file_argument_types(call, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(EnvelopeError, match=message):
