@@ -164,7 +164,7 @@ def test_wrong_signal_says_which_signal_the_file_holds(tmp_path: Path, capsys: p
     inputs = _requests(tmp_path, "logs.json", 1)
     code, _, err = _run(["encode", str(inputs[0]), "--signal", "traces", "--out", str(tmp_path / "o")], capsys)
     assert code == 2
-    assert err.endswith("; it parses as an OTLP logs request: is --signal traces right?\n")
+    assert err.endswith("; the bytes parse as an OTLP logs request, not a traces one\n")
 
 
 def test_out_that_is_an_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -329,3 +329,22 @@ def test_json_converters_take_a_parsed_document_and_refuse_other_types_with_thei
     for convert, value, message in cases:
         with pytest.raises(ConversionError, match=message):
             convert(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("source", ["logs", "traces", "metrics"])
+def test_bytes_of_another_signal_say_which_signal_they_hold(source: str) -> None:
+    """Another signal's request fails on some field deep inside; the message says what the bytes are."""
+    from otap_model import Signal
+    from otap_model.generator import generate_otlp
+
+    data = next(iter(generate_otlp(Signal(source), 20, batch_size=20, seed=1))).SerializeToString()
+    for wrong in {"logs", "traces", "metrics"} - {source}:
+        with pytest.raises(ConversionError) as caught:
+            from_otlp(data, signal=wrong)
+        message = str(caught.value)
+        assert message.endswith(f"; the bytes parse as an OTLP {source} request, not a {wrong} one")
+        assert caught.value.field is not None and message.startswith(f"{caught.value.field}: ")
+    truncated = data[:40]
+    with pytest.raises(ConversionError, match=r"truncated") as caught:
+        from_otlp(truncated, signal=source)
+    assert "parse as" not in str(caught.value)

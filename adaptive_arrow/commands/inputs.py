@@ -71,7 +71,7 @@ def to_bundle(path: Path, data: bytes, input_format: str, signal: str | None) ->
             return fmt, _infer(data, where)
         return fmt, from_otlp(data, signal=signal)
     except ConversionError as exc:
-        raise InputError(f"{where}: {exc}{_hint(data, fmt, signal)}") from None
+        raise InputError(f"{where}: {exc}{_hint(data, fmt)}") from None
 
 
 def _infer(data: bytes, where: str) -> OtapBundle:
@@ -80,25 +80,15 @@ def _infer(data: bytes, where: str) -> OtapBundle:
     try:
         signal = infer_signal(data)
     except ConversionError:
-        hint = _hint(data, "otlp-proto", None)
+        hint = _hint(data, "otlp-proto")
         raise InputError(f"{where}: not one Export{{Logs,Trace,Metrics}}ServiceRequest of a single signal{hint}") from None
     return from_otlp(data, signal=signal)
 
 
-def _hint(data: bytes, fmt: str, signal: str | None) -> str:
-    """What probably went wrong with a file that failed to convert."""
-    if fmt != "otlp-proto":
-        return ""
+def _hint(data: bytes, fmt: str) -> str:
+    """A JSON file read as protobuf fails on some odd field; say what it is. (from_otlp itself says
+    when the bytes hold another signal than --signal names.)"""
     first = _first(data)
-    if first in (b"{", b"["):
-        kind = "otlp-json" if first == b"{" else "zipkin-json"
-        return f"; the file looks like JSON: pass --input-format {kind}"
-    if signal is None:
+    if fmt != "otlp-proto" or first not in (b"{", b"["):
         return ""
-    try:
-        other = from_otlp(data).signal
-    except ConversionError:
-        return ""
-    if other.value == signal:
-        return ""
-    return f"; it parses as an OTLP {other.value} request: is --signal {signal} right?"
+    return f"; the file looks like JSON: pass --input-format {'otlp-json' if first == b'{' else 'zipkin-json'}"

@@ -50,8 +50,27 @@ def from_otlp(msg_or_bytes: Message | bytes | bytearray | memoryview, signal: Si
         return decode(msg_or_bytes.SerializeToString(), sig)
     if not isinstance(msg_or_bytes, bytes | bytearray | memoryview):
         raise ConversionError(f"expected an OTLP export request or its bytes, got {type(msg_or_bytes).__name__}")
-    sig = as_signal(signal) if signal is not None else infer_signal(msg_or_bytes)
-    return decode(msg_or_bytes, sig)
+    if signal is None:
+        return decode(msg_or_bytes, infer_signal(msg_or_bytes))
+    sig = as_signal(signal)
+    try:
+        return decode(msg_or_bytes, sig)
+    except ConversionError as exc:
+        hint = _other_signal_hint(msg_or_bytes, sig)
+        if not hint:
+            raise
+        hinted = ConversionError(f"{exc}{hint}")
+        hinted.field = exc.field
+        raise hinted from None
+
+
+def _other_signal_hint(data: bytes | bytearray | memoryview, signal: Signal) -> str:
+    """Bytes of another signal's request fail on some odd field deep inside; say what they are."""
+    try:
+        other = infer_signal(data)
+    except ConversionError:
+        return ""
+    return "" if other is signal else f"; the bytes parse as an OTLP {other.value} request, not a {signal.value} one"
 
 
 def as_signal(signal: Signal | str) -> Signal:
