@@ -134,8 +134,8 @@ def encode_otlp(
     """
     sig = _signal(signal)
     _check_options(config, errors)
-    names = _check_columns(df, column, keep, "encode_otlp")
-    kept = list(dict.fromkeys(keep))
+    kept = _keep_names(keep, "encode_otlp")
+    names = _check_columns(df, column, kept, "encode_otlp")
     _check_clashes(kept, ENCODED_FIELDS, "encode_otlp")
     schema = _output_schema(df, kept, ENCODED_FIELDS)
     task = _EncodeTask(sig, names[column], [names[k] for k in kept], config or SPARK_ENCODER_CONFIG, errors)
@@ -196,7 +196,7 @@ def decode_otap(df: DataFrame, signal: Signal | str | None = None, *, keep: Sequ
     ``keep`` may name ``stream`` and ``sequence`` (always in the output) but not ``otlp``.
     """
     sig = _signal(signal) if signal is not None else None
-    kept = [k for k in dict.fromkeys(keep) if k not in ("stream", "sequence")]
+    kept = [k for k in _keep_names(keep, "decode_otap") if k not in ("stream", "sequence")]
     _check_columns(df, "otap", ("stream", "sequence", *kept), "decode_otap")
     _check_clashes(kept, DECODED_FIELDS, "decode_otap")
     ordered = (
@@ -262,6 +262,14 @@ def _check_options(config: EncoderConfig | None, errors: str) -> None:
         raise SparkJobError(f"config must be an EncoderConfig, got {type(config).__name__}")
     if errors not in ("raise", "record"):
         raise SparkJobError(f"errors must be 'raise' or 'record', got {errors!r}")
+
+
+def _keep_names(keep: Sequence[str], where: str) -> list[str]:
+    """``keep`` as a list of distinct names; a bare string would be read as its characters."""
+    if isinstance(keep, str) or not all(isinstance(name, str) for name in keep):
+        raise SparkJobError(f"{where}: keep must be a list of column names, got {keep!r}" +
+                            (f"; for one column pass keep=[{keep!r}]" if isinstance(keep, str) else ""))
+    return list(dict.fromkeys(keep))
 
 
 def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str) -> dict[str, int]:
