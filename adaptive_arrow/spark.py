@@ -181,6 +181,8 @@ def ingest_otlp(
     _check_columns(df, column, (), "ingest_otlp")
     if not isinstance(root, str | os.PathLike) or not os.fspath(root):
         raise SparkJobError(f"ingest_otlp: root must be a non-empty str or os.PathLike directory, got {root!r}")
+    if os.path.lexists(root) and not os.path.isdir(root):  # seen from the driver; tasks would each fail on it
+        raise SparkJobError(f"ingest_otlp: root {os.fsdecode(root)}: exists and is not a directory; name the directory that holds the stores")
     if job_id is not None and (not isinstance(job_id, str) or not job_id):
         raise SparkJobError(f"ingest_otlp: job_id must be a non-empty string or None, got {job_id!r}")
     task = _IngestTask(sig, os.fsdecode(root), config or EncoderConfig(), store_config, errors, job_id)

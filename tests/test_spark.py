@@ -149,7 +149,8 @@ def test_a_bad_request_stops_the_ingest_and_keeps_what_was_stored(spark, tmp_pat
     ]
 
 
-def test_setup_errors_name_the_problem(spark) -> None:
+def test_setup_errors_name_the_problem(spark, tmp_path) -> None:
+    (tmp_path / "a-file").write_bytes(b"")
     frame = spark.createDataFrame(pa.table({"value": pa.array([b"x"]), "text": pa.array(["a"]), "sequence": pa.array([1])}).to_pandas())
     cases = [
         (lambda: encode_otlp(frame, "logs", column="missing"), "encode_otlp: no column 'missing'"),
@@ -165,6 +166,7 @@ def test_setup_errors_name_the_problem(spark) -> None:
         (lambda: decode_otap(frame), "decode_otap: no column 'otap'"),
         (lambda: ingest_otlp(frame, "logs", "/tmp/x", column="text"), "ingest_otlp: column 'text' is string"),
         (lambda: ingest_otlp(frame, "logs", "/tmp/x", store_config={}), "store_config must be a quiver_store StoreConfig"),
+        (lambda: ingest_otlp(frame, "logs", tmp_path / "a-file"), f"ingest_otlp: root {tmp_path}/a-file: exists and is not a directory"),
     ]
     for call, expected in cases:
         with pytest.raises(SparkJobError, match=expected.replace("(", r"\(").replace("[", r"\[")):
