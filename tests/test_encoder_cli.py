@@ -108,6 +108,16 @@ def test_only_empty_requests_round_trip(tmp_path: Path, capsys: pytest.CaptureFi
     assert (tmp_path / "d" / "000000.pb").read_bytes() == b""
 
 
+@pytest.mark.parametrize("name,content", [("e.json", b""), ("blank.json", b" \n"), ("z.json", b"\xef\xbb\xbf\n")])
+def test_an_empty_or_blank_json_file_is_an_empty_request(tmp_path: Path, name: str, content: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / name
+    empty.write_bytes(content)
+    out = tmp_path / "x.otap"
+    code, stdout, err = _run(["encode", str(empty), "--signal", "traces", "--out", str(out)], capsys)
+    assert (code, err) == (0, "")
+    assert stdout == f"1 message(s), {len(content)} input bytes -> 4 OTAP bytes in {out}\n"
+
+
 def test_decode_failure_names_file_once_and_message_from_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.otap"
     write_envelopes(bad.open("wb"), [BatchArrowRecords(0), b"\x0a\x02\x08"])

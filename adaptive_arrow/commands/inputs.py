@@ -59,6 +59,8 @@ def to_bundle(path: Path, data: bytes, input_format: str, signal: str | None) ->
     was read as and, where one is likely, the mistake (a JSON file read as protobuf, another signal)."""
     fmt = detect_format(path, data, input_format)
     where = f"{path} (read as {LABELS[fmt]})"
+    if signal is not None and not (data if fmt == "otlp-proto" else _first(data)):  # empty (JSON: or blank) = empty request
+        return fmt, from_otlp(b"", signal=signal)
     try:
         if fmt == "otlp-json":
             return fmt, from_otlp_json(data, signal=signal)
