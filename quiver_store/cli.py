@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import seq_floor
+from . import progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .engine import (
     list_segment_seqs,
@@ -200,6 +200,14 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         if problem:
             errors.append(f"{floor_path} at offset 0: {problem}")
         table.add_row(os.path.relpath(floor_path, args.path), "32 bytes", "[red]CORRUPT" if problem else "[green]ok")
+    ledger_path = os.path.join(seg_dir, progress_ledger.NAME)
+    if fs.exists(ledger_path):
+        try:
+            checked = f"{len(progress_ledger.read(fs, seg_dir))} producers"
+        except CorruptionError as exc:
+            errors.append(str(exc))
+            checked = "-"
+        table.add_row(os.path.relpath(ledger_path, args.path), checked, "[red]CORRUPT" if checked == "-" else "[green]ok")
     spans: dict[int, SegmentSpan] = {}
     for seq in list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []:
         path = segment_path(seg_dir, seq)

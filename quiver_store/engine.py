@@ -29,7 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fork_guard, progress, seq_floor
+from . import fork_guard, progress, progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
 from .errors import (
@@ -305,7 +305,7 @@ class QuiverStore:
     def _recover(self) -> None:
         fs, cfg = self.fs, self.config
         # Segment files: names only (metadata is read lazily), plus leftovers of interrupted writes.
-        leftovers = [n for n in fs.listdir(self.segments_dir) if n.endswith(SEGMENT_SUFFIX + ".tmp") or n == seq_floor.NAME + ".tmp"]
+        leftovers = [n for n in fs.listdir(self.segments_dir) if n.endswith(SEGMENT_SUFFIX + ".tmp") or n in (seq_floor.NAME + ".tmp", progress_ledger.NAME + ".tmp")]
         for name in leftovers:
             fs.unlink(os.path.join(self.segments_dir, name))
         if leftovers:
@@ -372,10 +372,12 @@ class QuiverStore:
         self._encoder = BundleEncoder(self.layout)
         self._listeners: list[Callable[[SegmentInfo], None]] = []
         # Producer offsets (progress.py): from bundles ingested or replayed since open, plus the
-        # finalized segments' progress records, read on the first committed_offset() call.
+        # finalized segments' progress records and the ledger of deleted segments' offsets
+        # (progress_ledger.py), read on the first committed_offset() call.
         self._progress: dict[str, int] = {}
         self._progress_lock = threading.Lock()
         self._progress_read = False
+        self._ledger: dict[str, int] | None = None  # the ledger file's offsets, once read
         # Applier state. One lock, three conditions, so each wake-up reaches only the thread it is for.
         lock = threading.RLock()
         self._cv = threading.Condition(lock)  # progress: inbox drained (_admit), sealed queue shrank (_seal)
@@ -992,13 +994,14 @@ class QuiverStore:
         A writer that runs again after a failure skips that many items of its input, so each is
         stored exactly once. The first call reads the progress slot of every finalized segment;
         bundles ingested or replayed since open are counted as they come. Offsets in segments that
-        retention has deleted are forgotten (their data is gone too) unless seen since open.
+        retention deleted stay counted: they are kept in segments/progress.ledger before the file goes.
         """
         self._check_open()
         if not isinstance(producer, str) or not producer:
             raise QuiverError(f"committed_offset: producer must be a non-empty string, got {producer!r}")
         with self._progress_lock:
             if not self._progress_read:
+                progress.merge(self._progress, self._ledger_offsets())
                 progress.merge(self._progress, self._segments_progress())
                 self._progress_read = True
             return self._progress.get(producer, 0)
@@ -1009,21 +1012,46 @@ class QuiverStore:
             progress.merge(self._progress, {producer: offset})
 
     def _segments_progress(self) -> dict[str, int]:
+        offsets: dict[str, int] = {}
+        for seq in sorted(self._segment_sizes):
+            progress.merge(offsets, self._segment_progress(seq))
+        return offsets
+
+    def _segment_progress(self, seq: int) -> dict[str, int]:
+        """The offsets of one segment's progress records ({} once retention deleted it)."""
         from .segment.reader import SegmentReader
 
-        batches = []
-        for seq in sorted(self._segment_sizes):
-            try:
-                reader = SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs)
-            except QuiverError as exc:
-                if getattr(exc, "errno", None) == errno.ENOENT:
-                    continue  # deleted by retention since the listing
-                raise
-            with reader:
-                for stream in reader.info.streams:
-                    if stream.slot == progress.PROGRESS_SLOT:
-                        batches += reader.stream_batches(stream.stream_id)
-        return progress.max_offsets(batches)
+        try:
+            reader = SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs)
+        except QuiverError as exc:
+            if getattr(exc, "errno", None) == errno.ENOENT:
+                return {}  # deleted by retention since the listing
+            raise
+        with reader:
+            streams = [s.stream_id for s in reader.info.streams if s.slot == progress.PROGRESS_SLOT]
+            return progress.max_offsets([b for stream_id in streams for b in reader.stream_batches(stream_id)])
+
+    def _ledger_offsets(self) -> dict[str, int]:
+        """The ledger file's offsets, read once (callers hold _progress_lock)."""
+        if self._ledger is None:
+            self._ledger = progress_ledger.read(self.fs, self.segments_dir)
+        return self._ledger
+
+    def _keep_progress(self, seq: int) -> None:
+        """Before segment `seq` is deleted, merge its progress records into the ledger, durably."""
+        try:
+            offsets = self._segment_progress(seq)
+        except QuiverError as exc:  # its records are as unreadable as its data: nothing to keep
+            log.warning("segment %d: progress records unreadable before deletion (%s)", seq, exc)
+            return
+        if not offsets:
+            return
+        with self._progress_lock:
+            ledger = dict(self._ledger_offsets())
+            progress.merge(ledger, offsets)
+            if ledger != self._ledger:
+                progress_ledger.write(self.fs, self.segments_dir, ledger)
+                self._ledger = ledger
 
     # -- subscribers (quiver_store/subscriber/) ------------------------------------------------------
     def subscribe(self, name: str, start: str = "earliest") -> Subscription:
@@ -1057,6 +1085,7 @@ class QuiverStore:
             # The WAL may still hold this segment's entries (truncation failed or has not run yet):
             # once the file is gone, only the floor keeps a reopen from replaying them as new data.
             self._write_floor(self._floor_written, self._wal_covered + 1)
+        self._keep_progress(seq)
         path = segment_path(self.segments_dir, seq)
         size = self._segment_sizes.pop(seq)
         self._segment_infos.pop(seq, None)

@@ -160,5 +160,18 @@ class FileSystem:
     def file_size(self, path: str) -> int:
         return os.stat(path).st_size
 
+    def replace_file(self, path: str, data: bytes) -> None:
+        """tmp file + fdatasync + rename + directory fsync: readers, and a reboot, see the old bytes
+        or the new ones, never a mix. A leftover `path + ".tmp"` is an interrupted replace."""
+        tmp = path + ".tmp"
+        fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            self.write(fd, data)
+            self.fdatasync(fd)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        self.fsync_dir(os.path.dirname(path) or ".")
+
 
 DEFAULT_FS = FileSystem()

@@ -38,6 +38,7 @@ class _Inode:
     current_path: str  # where its bytes live on the real disk now (moves with renames)
     durable: bytes = b""  # content as of the last fsync / fdatasync
     synced_once: bool = False
+    detached: bytes | None = None  # its content when it lost its name (unlinked, or renamed over)
 
 
 @dataclass
@@ -178,6 +179,9 @@ class PowerLossFS(FileSystem):
         self._step()
         src, dst = os.path.abspath(src), os.path.abspath(dst)
         with self._lock:
+            replaced = self._state.names.get(dst)
+            if replaced is not None:
+                self._detach(replaced, dst)
             super().rename(src, dst)
             ino = self._state.names.pop(src)
             self._state.names[dst] = ino
@@ -187,8 +191,16 @@ class PowerLossFS(FileSystem):
         self._step()
         path = os.path.abspath(path)
         with self._lock:
+            if path in self._state.names:
+                self._detach(self._state.names[path], path)
             super().unlink(path)
             self._state.names.pop(path, None)
+
+    def _detach(self, ino: int, path: str) -> None:
+        """Keep the bytes of an inode that loses its name: an unsynced directory may still hold
+        the old entry after a reboot, and the path then shows another file's (or no) bytes."""
+        with open(path, "rb") as f:
+            self._inodes[ino].detached = f.read()
 
     def makedirs(self, path: str) -> None:
         self._step()
@@ -229,11 +241,11 @@ class PowerLossFS(FileSystem):
 
     def _survivor(self, ino: int, rng: random.Random, torn: bool, reordered: bool = False) -> tuple[bytes, str]:
         inode = self._inodes[ino]
-        try:
+        if inode.detached is not None:
+            current = inode.detached
+        else:
             with open(inode.current_path, "rb") as f:
                 current = f.read()
-        except FileNotFoundError:  # unlinked since: only its synced bytes remain reachable
-            current = inode.durable
         durable = inode.durable
         if current == durable:
             return durable, "synced"

@@ -43,6 +43,7 @@ from quiver_store import (
     StoreConfig,
     SubscriberConfig,
     WalConfig,
+    with_progress,
 )
 from quiver_store.fs import FileSystem
 
@@ -1244,3 +1245,37 @@ def test_ack_log_rotates_past_its_size(tmp_path: Path) -> None:
     generation, records = parse_ack_log(log)
     assert (len(log), generation, [r.type for r in records]) == (76, 1, [ACK_SEGMENT, ACK_SUBSCRIBE])
     assert after == (2, []) and (ckpt.replay_generation, ckpt.replay_offset) == (2, ACK_HEADER_SIZE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress ledger
+
+
+def parse_progress_ledger(data: bytes) -> dict[str, int]:
+    magic, version, reserved, count = struct.unpack_from("<8sHHI", data, 0)
+    assert (magic, version, reserved) == (b"QVPRGLDG", 1, 0)
+    assert struct.unpack_from("<I", data, len(data) - 4)[0] == crc(data[:-4])
+    offsets, at = {}, 16
+    for _ in range(count):
+        (name_len,) = struct.unpack_from("<I", data, at)
+        producer = data[at + 4 : at + 4 + name_len].decode("utf-8")
+        (offsets[producer],) = struct.unpack_from("<q", data, at + 4 + name_len)
+        at += 4 + name_len + 8
+    assert at == len(data) - 4  # consumed exactly to the CRC
+    assert list(offsets) == sorted(offsets)
+    return offsets
+
+
+def test_progress_ledger(tmp_path: Path) -> None:
+    """Retention deleting segments with progress records leaves their largest offsets in the ledger."""
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), retention=RetentionConfig(max_age=0.001))
+    batch = pa.record_batch({"x": pa.array([1], pa.int64())})
+    with QuiverStore.open(tmp_path, config) as store:
+        assert not (tmp_path / "segments" / "progress.ledger").exists()
+        for producer, offset in (("spark/job-7/p-0", 40), ("ünï", 2**40), ("spark/job-7/p-0", 41)):
+            store.ingest(with_progress(RecordBundle({0: batch}), producer, offset))
+    time.sleep(0.01)
+    with QuiverStore.open(tmp_path, config) as store:
+        store.maintain()
+        assert store.segments() == []
+    assert parse_progress_ledger((tmp_path / "segments" / "progress.ledger").read_bytes()) == {"spark/job-7/p-0": 41, "ünï": 2**40}

@@ -25,6 +25,7 @@ from quiver_store import (
     QuiverError,
     QuiverStore,
     RecordBundle,
+    RetentionConfig,
     SegmentConfig,
     StoreConfig,
     WalConfig,
@@ -178,6 +179,56 @@ def test_power_loss_keeps_each_producer_offset_equal_to_the_data_it_covers(tmp_p
         context = f"crash at op {crash_at}, acknowledged {acknowledged}, recovered {values}, offset {offset}, files: {fates}"
         assert values == list(range(offset)), context
         assert offset >= len(acknowledged), context
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.rmtree(image, ignore_errors=True)
+
+
+EXPIRING = StoreConfig(
+    segment=CONFIG.segment, wal=CONFIG.wal, retention=RetentionConfig(max_age=0.001, maintenance_interval=3600.0)
+)
+
+
+def run_expiring_workload(path: str, fs: PowerLossFS) -> list[int]:
+    """Ingest progress bundles; after the 4th and the 10th, finalize and let max_age delete every
+    segment (each bundle's ingestion time is in 1970). Return the acknowledged indices."""
+    acknowledged: list[int] = []
+    try:
+        store = QuiverStore.open(path, EXPIRING, fs=fs)
+    except (OSError, QuiverError):
+        return acknowledged
+    try:
+        for i in range(BUNDLES):
+            store.ingest(progress_bundle(i))
+            acknowledged.append(i)
+            if i in (3, BUNDLES - 1):
+                store.flush()
+                store.maintain()
+        store.close()
+    except (OSError, QuiverError):
+        store._abandon()
+    return acknowledged
+
+
+def test_power_loss_while_retention_deletes_keeps_every_offset(tmp_path):
+    """Deleting a segment first merges its offsets into segments/progress.ledger: at every crash
+    point the rebooted store's offset covers every acknowledged bundle, though their segments are
+    gone, and the bundles it still holds are the newest ones below that offset."""
+    fs = PowerLossFS(str(tmp_path / "count"))
+    assert run_expiring_workload(str(tmp_path / "count"), fs) == list(range(BUNDLES))
+    with QuiverStore.open(str(tmp_path / "count"), EXPIRING) as store:
+        assert store.segments() == [] and store.committed_offset("writer") == BUNDLES  # the workload deletes
+    for crash_at in range(fs.ops + 1):
+        live, image = tmp_path / f"live-{crash_at}", tmp_path / f"image-{crash_at}"
+        crashing = PowerLossFS(str(live), crash_at=crash_at)
+        acknowledged = run_expiring_workload(str(live), crashing)
+        fates = crashing.durable_image(str(image), random.Random(crash_at), torn=True)
+        with QuiverStore.open(str(image), EXPIRING) as store:
+            offset = store.committed_offset("writer")
+            store.flush()
+            values = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
+        context = f"crash at op {crash_at}, acknowledged {acknowledged}, held {values}, offset {offset}, files: {fates}"
+        assert len(acknowledged) <= offset <= BUNDLES, context
+        assert values == list(range(offset - len(values), offset)), context
         shutil.rmtree(live, ignore_errors=True)
         shutil.rmtree(image, ignore_errors=True)
 

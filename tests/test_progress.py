@@ -4,6 +4,7 @@ writer that runs again stores every input item exactly once, also after kill -9.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import otap_model
 from adaptive_arrow import Decoder, Encoder
@@ -21,6 +24,7 @@ from quiver_store import (
     PROGRESS_SLOT,
     BundleError,
     ConfigError,
+    CorruptionError,
     Layout,
     QuiverError,
     QuiverStore,
@@ -28,6 +32,7 @@ from quiver_store import (
     RetentionConfig,
     SegmentConfig,
     StoreConfig,
+    progress_ledger,
     with_progress,
 )
 from quiver_store.progress import PROGRESS_SCHEMA
@@ -117,15 +122,77 @@ def test_slot_63_is_reserved_in_every_layout(tmp_path: Path) -> None:
     assert Decoder().decode_records(stored[0]) == Decoder().decode_records(records)
 
 
-def test_offsets_of_segments_retention_deleted_are_forgotten(tmp_path: Path) -> None:
+def test_offsets_outlive_the_segments_retention_deletes(tmp_path: Path) -> None:
+    """A writer that runs again after retention deleted its segments must not store its input a
+    second time: the deleted segments' offsets are kept in segments/progress.ledger."""
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), retention=RetentionConfig(max_age=0.001))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(with_progress(item(0), "p", 1))
+        store.ingest(with_progress(item(1), "q", 5))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(with_progress(item(2), "p", 2))
+    time.sleep(0.01)
+    with QuiverStore.open(tmp_path, config) as store:
+        store.maintain()  # max_age: the segments go (the first maybe at the previous open)
+        assert store.segments() == []
+        assert (store.committed_offset("p"), store.committed_offset("q")) == (2, 5)
+    assert (tmp_path / "segments" / progress_ledger.NAME).exists()
+    with QuiverStore.open(tmp_path, config) as store:
+        assert (store.committed_offset("p"), store.committed_offset("q"), store.committed_offset("r")) == (2, 5, 0)
+        store.ingest(with_progress(item(3), "p", 3))
+        assert store.committed_offset("p") == 3
+    assert stored_items(tmp_path) == [3]
+
+
+def test_a_damaged_ledger_stops_committed_offset_and_deletion_but_loses_nothing(tmp_path: Path) -> None:
     config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), retention=RetentionConfig(max_age=0.001))
     with QuiverStore.open(tmp_path, config) as store:
         store.ingest(with_progress(item(0), "p", 1))
     time.sleep(0.01)
     with QuiverStore.open(tmp_path, config) as store:
-        store.maintain()  # max_age: the segment goes
-        assert store.segments() == []
-        assert store.committed_offset("p") == 0
+        store.maintain()
+    ledger = tmp_path / "segments" / progress_ledger.NAME
+    data = bytearray(ledger.read_bytes())
+    data[20] ^= 0x01  # inside the producer name
+    ledger.write_bytes(bytes(data))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(with_progress(item(1), "p", 2))
+        with pytest.raises(CorruptionError, match=rf"^{re.escape(str(ledger))} at offset {len(data) - 4}: progress ledger fails its CRC32C check: .* remove it to accept "):
+            store.committed_offset("p")
+        store.flush()
+        time.sleep(0.01)
+        with pytest.raises(CorruptionError, match=r": progress ledger fails its CRC32C check"):
+            store.maintain()  # the new segment holds progress: it is kept, not deleted with its offset
+        assert len(store.segments()) == 1
+    assert stored_items(tmp_path) == [1]
+    ledger.unlink()  # the operator accepts re-storing what the deleted segments held
+    with QuiverStore.open(tmp_path, config) as store:
+        assert store.committed_offset("p") == 2
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=40), st.integers(0, 2**63 - 1), max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_ledger_bytes_round_trip(offsets: dict[str, int]) -> None:
+    assert progress_ledger.decode(progress_ledger.encode(offsets), "ledger") == offsets
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_random_bytes_as_a_ledger_raise_corruption_error(data: bytes) -> None:
+    with pytest.raises(CorruptionError, match=r"^ledger at offset \d+: progress ledger "):
+        progress_ledger.decode(data, "ledger")
+
+
+def test_every_truncation_and_bit_flip_of_a_ledger_is_refused() -> None:
+    data = progress_ledger.encode({"job/partition-0": 120, "ünïcode": 7})
+    for cut in range(len(data)):
+        with pytest.raises(CorruptionError, match=r"^ledger at offset \d+: progress ledger "):
+            progress_ledger.decode(data[:cut], "ledger")
+    for bit in range(len(data) * 8):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(CorruptionError, match=r"^ledger at offset \d+: progress ledger "):
+            progress_ledger.decode(bytes(flipped), "ledger")
 
 
 WRITER = textwrap.dedent(

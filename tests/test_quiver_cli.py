@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig
+from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, progress_ledger
 from quiver_store.cli import main
 
 QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
@@ -78,6 +78,19 @@ def test_verify_flags_a_flipped_sidecar_byte(store_dir, capsys):
     side.write_bytes(bytes(data))
     assert main(["verify", str(store_dir)]) == 1
     assert "truncate.offset at offset 0" in " ".join(capsys.readouterr().out.split())
+
+
+def test_verify_checks_the_progress_ledger(store_dir, capsys):
+    ledger = store_dir / "segments" / progress_ledger.NAME
+    ledger.write_bytes(progress_ledger.encode({"job/p-0": 12, "job/p-1": 9}))
+    assert main(["verify", str(store_dir)]) == 0
+    assert "segments/progress.ledger │ 2 producers │ ok" in " ".join(capsys.readouterr().out.split())
+    data = bytearray(ledger.read_bytes())
+    data[-6] ^= 0x01  # inside the last offset
+    ledger.write_bytes(bytes(data))
+    assert main(["verify", str(store_dir)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{ledger} at offset {len(data) - 4}: progress ledger fails its CRC32C check" in out
 
 
 @pytest.mark.parametrize("where", [0.1, 0.5, 0.9, -1])
