@@ -168,19 +168,27 @@ def test_power_loss_keeps_each_producer_offset_equal_to_the_data_it_covers(tmp_p
     the same direct segment, as its data), never behind an acknowledged bundle."""
     total = workload_ops(tmp_path, config, progress_bundle)
     for crash_at in range(total + 1):
-        live, image = tmp_path / f"live-{crash_at}", tmp_path / f"image-{crash_at}"
-        fs = PowerLossFS(str(live), crash_at=crash_at)
-        acknowledged = run_workload(str(live), fs, config, progress_bundle)
-        fates = fs.durable_image(str(image), random.Random(crash_at), torn=True)
-        with QuiverStore.open(str(image), config) as store:
-            offset = store.committed_offset("writer")
-            store.flush()
-            values = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
-        context = f"crash at op {crash_at}, acknowledged {acknowledged}, recovered {values}, offset {offset}, files: {fates}"
+        acknowledged, offset, values, context = reboot_with_offset(
+            tmp_path, crash_at, config, lambda path, fs: run_workload(path, fs, config, progress_bundle)
+        )
         assert values == list(range(offset)), context
         assert offset >= len(acknowledged), context
-        shutil.rmtree(live, ignore_errors=True)
-        shutil.rmtree(image, ignore_errors=True)
+
+
+def reboot_with_offset(root, crash_at: int, config: StoreConfig, workload) -> tuple[list[int], int, list[int], str]:  # type: ignore[no-untyped-def]
+    """Run `workload(path, fs)` until the power fails at `crash_at`, reboot; return the acknowledged
+    bundles, the rebooted store's offset for "writer", the bundles it holds and a failure context."""
+    live, image = root / f"live-{crash_at}", root / f"image-{crash_at}"
+    fs = PowerLossFS(str(live), crash_at=crash_at)
+    acknowledged = workload(str(live), fs)
+    fates = fs.durable_image(str(image), random.Random(crash_at), torn=True)
+    with QuiverStore.open(str(image), config) as store:
+        offset = store.committed_offset("writer")
+        store.flush()
+        values = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
+    shutil.rmtree(live, ignore_errors=True)
+    shutil.rmtree(image, ignore_errors=True)
+    return acknowledged, offset, values, f"crash at op {crash_at}, acknowledged {acknowledged}, held {values}, offset {offset}, files: {fates}"
 
 
 EXPIRING = StoreConfig(
@@ -218,19 +226,9 @@ def test_power_loss_while_retention_deletes_keeps_every_offset(tmp_path):
     with QuiverStore.open(str(tmp_path / "count"), EXPIRING) as store:
         assert store.segments() == [] and store.committed_offset("writer") == BUNDLES  # the workload deletes
     for crash_at in range(fs.ops + 1):
-        live, image = tmp_path / f"live-{crash_at}", tmp_path / f"image-{crash_at}"
-        crashing = PowerLossFS(str(live), crash_at=crash_at)
-        acknowledged = run_expiring_workload(str(live), crashing)
-        fates = crashing.durable_image(str(image), random.Random(crash_at), torn=True)
-        with QuiverStore.open(str(image), EXPIRING) as store:
-            offset = store.committed_offset("writer")
-            store.flush()
-            values = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
-        context = f"crash at op {crash_at}, acknowledged {acknowledged}, held {values}, offset {offset}, files: {fates}"
+        acknowledged, offset, values, context = reboot_with_offset(tmp_path, crash_at, EXPIRING, run_expiring_workload)
         assert len(acknowledged) <= offset <= BUNDLES, context
         assert values == list(range(offset - len(values), offset)), context
-        shutil.rmtree(live, ignore_errors=True)
-        shutil.rmtree(image, ignore_errors=True)
 
 
 def test_power_loss_with_compacted_dictionaries_loses_no_acknowledged_bundle(tmp_path):
