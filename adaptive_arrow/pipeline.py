@@ -86,9 +86,11 @@ def run_pipeline(
     DataFrame and Spark tasks encode them (`adaptive_arrow.spark.encode_otlp`, one OTAP stream per
     partition). Either way the driver stores each envelope's records (`Decoder.read_records`, no
     second encoding) and a subscriber reads them back. Every request is kept (as bytes) until its
-    bundle has been delivered back, decoded and compared, so keep `count` moderate.
+    bundle has been delivered back, decoded and compared, so keep `count` moderate. A signal named
+    twice runs once (its report would count both runs against one run's batches).
     """
     store_path = Path(store_path)
+    signals = list(dict.fromkeys(Signal(s) for s in signals))  # first appearance decides the order
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
     reports: dict[Signal, SignalReport] = {}
     originals: list[tuple[Signal, bytes]] = []  # in ingestion order, which is delivery order
@@ -96,7 +98,6 @@ def run_pipeline(
         subscription = store.subscribe(SUBSCRIBER, start="latest")
         config = encoder_config or EncoderConfig()  # the same encoding on both engines
         for signal in signals:
-            signal = Signal(signal)
             report = reports[signal] = SignalReport(signal)
             requests = [
                 r.SerializeToString()

@@ -118,3 +118,14 @@ def test_out_is_checked_before_measuring(tmp_path: Path, capsys: pytest.CaptureF
     # with the generator on, measuring would take minutes: these return at once
     assert _bench(["--out", str(a_file)], capsys) == (2, f"adaptive-arrow bench: --out {a_file}: exists and is not a directory\n")
     assert _bench(["--out", str(a_file / "sub")], capsys) == (1, f"adaptive-arrow bench: cannot create --out {a_file / 'sub'}: Not a directory\n")
+
+
+def test_repeated_signals_profiles_and_batch_sizes_are_measured_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 12): each repeat was measured again, doubling rows and table lines."""
+    out = tmp_path / "out"
+    argv = ["--signals", "logs,logs", "--profiles", "sparse,sparse", "--batch-sizes", "20,10,20", "--max-records", "20",
+            "--min-batches", "2", "--no-samples", "--out", str(out)]
+    assert _bench(argv, capsys) == (0, "")
+    data = json.loads((out / "results.json").read_text())
+    assert data["meta"]["batch_sizes"] == [20, 10]
+    assert [(r["dataset"], r["batch_size"]) for r in data["results"]] == [("logs/sparse", 10)] * 4 + [("logs/sparse", 20)] * 4

@@ -45,3 +45,17 @@ def test_pipeline_command(tmp_path, capsys):
     assert code == 0
     assert "every bundle came back equal to its source" in out
     assert "metrics" in out
+
+
+def test_a_repeated_signal_runs_once_in_order_of_first_appearance(tmp_path, capsys):
+    """Was (fresh-user review 12): `--signal metrics --signal metrics` ran metrics twice and reported
+    `verified 10/5`, exit 1."""
+    argv = ["pipeline", "--store", str(tmp_path / "s"), "--signal", "metrics", "--signal", "logs", "--signal", "metrics",
+            "--count", "200", "--batch-size", "100"]
+    code = cli_main(argv)
+    captured = capsys.readouterr()
+    assert (code, captured.err) == (0, "")
+    rows = [line.split("│")[1:] for line in captured.out.splitlines() if line.startswith("│")]
+    assert [(cells[0].strip(), cells[-2].strip()) for cells in rows] == [("metrics", "2/2"), ("logs", "2/2")]
+    result = run_pipeline(tmp_path / "api", signals=["traces", Signal.TRACES], count=100, batch_size=100)
+    assert result.ok and [(r.signal, r.batches, r.verified) for r in result.reports] == [(Signal.TRACES, 1, 1)]

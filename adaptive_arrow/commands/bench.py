@@ -29,9 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", type=Path,
                         help="extra inputs, one export request each: OTLP protobuf, OTLP/JSON or Zipkin JSON")
     add_format_argument(parser)
-    parser.add_argument("--signals", default="logs,traces,metrics", help="generator signals (comma separated)")
-    parser.add_argument("--profiles", default=None, help="generator profiles (comma separated; default: all)")
-    parser.add_argument("--batch-sizes", default="10,100,500,1000,2000,4000,5000", help="root records per batch")
+    parser.add_argument("--signals", default="logs,traces,metrics", help="generator signals (comma separated; a repeat counts once)")
+    parser.add_argument("--profiles", default=None, help="generator profiles (comma separated, a repeat counts once; default: all)")
+    parser.add_argument("--batch-sizes", default="10,100,500,1000,2000,4000,5000", help="root records per batch (comma separated; a repeat counts once)")
     parser.add_argument("--max-records", type=int, default=50_000, help="generated records per run")
     parser.add_argument("--min-batches", type=int, default=10, help="at least this many batches per generated run")
     parser.add_argument("--max-batches", type=int, default=200, help="at most this many batches per generated run")
@@ -49,7 +49,8 @@ class ArgumentError(Exception):
 
 
 def _list(text: str | None) -> list[str] | None:
-    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+    """The comma-separated names, each once (a repeat would be measured again), in order of first appearance."""
+    return None if text is None else list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
 
 
 def generator_choice(signals_text: str, profiles_text: str | None) -> tuple[list[str], list[str] | None]:
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=max(Console().width, 150))
     level = c.ZSTD_LEVEL if args.zstd_level is None else args.zstd_level
     try:
-        batch_sizes = [int(b) for b in _list(args.batch_sizes) or []]
+        batch_sizes = list(dict.fromkeys(int(b) for b in _list(args.batch_sizes) or []))
     except ValueError:
         return _fail(f"--batch-sizes: expected integers, got {args.batch_sizes!r}", 2)
     if not batch_sizes or min(batch_sizes) < 1:

@@ -22,7 +22,7 @@ NAME = "adaptive-arrow pipeline"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", required=True, type=Path, help="store directory (created if missing)")
     parser.add_argument("--signal", action="append", choices=[s.value for s in Signal],
-                        help="signal to run (repeatable; default: all three)")
+                        help="signal to run (repeatable, a repeated one runs once; default: all three)")
     parser.add_argument("--count", type=int, default=20_000, help="root records per signal")
     parser.add_argument("--batch-size", type=int, default=5_000, help="root records per request")
     parser.add_argument("--seed", type=int, default=42, help="generator seed")
