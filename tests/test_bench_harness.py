@@ -129,3 +129,20 @@ def test_repeated_signals_profiles_and_batch_sizes_are_measured_once(tmp_path: P
     data = json.loads((out / "results.json").read_text())
     assert data["meta"]["batch_sizes"] == [20, 10]
     assert [(r["dataset"], r["batch_size"]) for r in data["results"]] == [("logs/sparse", 10)] * 4 + [("logs/sparse", 20)] * 4
+
+
+@pytest.mark.parametrize("level", ["99", "23", "-131073"])
+def test_a_zstd_level_out_of_range_is_refused_up_front(tmp_path: Path, level: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 12): --zstd-level 99 started measuring and failed with a traceback
+    (23 and above); zstandard takes levels below zstd's fastest and silently uses the fastest."""
+    out = tmp_path / "out"
+    assert _bench(["--zstd-level", level, "--out", str(out)], capsys) == (
+        2, f"adaptive-arrow bench: --zstd-level: expected an integer from -131072 to 22 (negative: zstd's fast levels), got {level}\n")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("level", ["-131072", "22"])
+def test_the_extreme_zstd_levels_are_measured(tmp_path: Path, level: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert _bench([str(DATA / "zipkin" / "yelp.json"), *OFF, "--zstd-level", level, "--out", str(out)], capsys) == (0, "")
+    assert json.loads((out / "results.json").read_text())["meta"]["zstd_level"] == int(level)

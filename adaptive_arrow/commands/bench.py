@@ -20,6 +20,9 @@ from typing import Any
 from .inputs import add_format_argument
 
 DEFAULT_OUT = Path("bench-out")
+MIN_ZSTD_LEVEL = -(1 << 17)
+"""zstd's fastest level (ZSTD_minCLevel()); zstandard.ZstdCompressor takes lower ones and uses this
+one, and raises ValueError above zstandard.MAX_COMPRESSION_LEVEL, which bench met only when measuring."""
 
 
 NAME = "adaptive-arrow bench"
@@ -36,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-batches", type=int, default=10, help="at least this many batches per generated run")
     parser.add_argument("--max-batches", type=int, default=200, help="at most this many batches per generated run")
     parser.add_argument("--seed", type=int, default=1, help="generator seed")
-    parser.add_argument("--zstd-level", type=int, default=None, help="zstd level for both sides (default 3)")
+    parser.add_argument("--zstd-level", type=int, default=None,
+                        help="zstd level for both sides, -131072 (fastest) to 22 (default 3)")
     parser.add_argument("--no-generator", action="store_true", help="skip the generator profiles")
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
     parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
@@ -133,6 +137,7 @@ def _fail(message: str, status: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import zstandard
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -143,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(width=max(Console().width, 150))
     level = c.ZSTD_LEVEL if args.zstd_level is None else args.zstd_level
+    if not MIN_ZSTD_LEVEL <= level <= zstandard.MAX_COMPRESSION_LEVEL:
+        return _fail(f"--zstd-level: expected an integer from {MIN_ZSTD_LEVEL} to {zstandard.MAX_COMPRESSION_LEVEL} "
+                     f"(negative: zstd's fast levels), got {level}", 2)
     try:
         batch_sizes = list(dict.fromkeys(int(b) for b in _list(args.batch_sizes) or []))
     except ValueError:
