@@ -146,3 +146,18 @@ def test_the_extreme_zstd_levels_are_measured(tmp_path: Path, level: str, capsys
     out = tmp_path / "out"
     assert _bench([str(DATA / "zipkin" / "yelp.json"), *OFF, "--zstd-level", level, "--out", str(out)], capsys) == (0, "")
     assert json.loads((out / "results.json").read_text())["meta"]["zstd_level"] == int(level)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--min-batches", "50", "--max-batches", "10"], "--min-batches 50 is above --max-batches 10; give --min-batches <= --max-batches"),
+    (["--min-batches", "0"], "--min-batches: expected an integer >= 1, got 0"),
+    (["--max-batches", "-3"], "--max-batches: expected an integer >= 1, got -3"),
+    (["--max-records", "0"], "--max-records: expected an integer >= 1, got 0"),
+])
+def test_bad_batch_counts_are_refused_up_front(tmp_path: Path, argv: list[str], message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 12): --min-batches above --max-batches was silently accepted (the
+    minimum won), as were counts below 1."""
+    out = tmp_path / "out"
+    assert _bench([*argv, "--out", str(out)], capsys) == (2, f"adaptive-arrow bench: {message}\n")
+    assert not out.exists()

@@ -157,6 +157,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--batch-sizes: expected integers, got {args.batch_sizes!r}", 2)
     if not batch_sizes or min(batch_sizes) < 1:
         return _fail("--batch-sizes: give at least one size >= 1", 2)
+    for option, value in (("--max-records", args.max_records), ("--min-batches", args.min_batches),
+                          ("--max-batches", args.max_batches)):
+        if value < 1:
+            return _fail(f"{option}: expected an integer >= 1, got {value}", 2)
+    if args.min_batches > args.max_batches:
+        return _fail(f"--min-batches {args.min_batches} is above --max-batches {args.max_batches}; "
+                     "give --min-batches <= --max-batches", 2)
 
     orders = None
     if args.sort_orders == "reference":
