@@ -253,6 +253,11 @@ def write_json(results: Sequence[Result], path: Path, meta: dict[str, Any]) -> N
     path.write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1))
 
 
+def plot_name(dataset: str) -> str:
+    """The file name of a dataset's plot."""
+    return f"compression-{dataset.replace('/', '-').replace('.json', '')}.png"
+
+
 def plot(results: Sequence[Result], out_dir: Path) -> list[Path]:
     """One PNG per dataset: OTLP+zstd / OTAP+zstd against batch size, a line per (mode, sorted)."""
     import matplotlib
@@ -278,7 +283,7 @@ def plot(results: Sequence[Result], out_dir: Path) -> list[Path]:
         ax.legend(fontsize="small")
         ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
-        path = out_dir / f"compression-{name.replace('/', '-').replace('.json', '')}.png"
+        path = out_dir / plot_name(name)
         fig.savefig(path, dpi=100)
         plt.close(fig)
         paths.append(path)

@@ -161,3 +161,24 @@ def test_bad_batch_counts_are_refused_up_front(tmp_path: Path, argv: list[str], 
     out = tmp_path / "out"
     assert _bench([*argv, "--out", str(out)], capsys) == (2, f"adaptive-arrow bench: {message}\n")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_out_holds_this_runs_plots_only(tmp_path: Path, listed: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 12): a run into the --out of an earlier one left the earlier run's plots
+    of inputs it did not measure next to its own. The plots the earlier results.json names (or, for
+    one written before it named them, the plots of its inputs) go; files bench did not write stay."""
+    zipkin, otlp_json = DATA / "zipkin" / "yelp.json", DATA / "otlp-examples" / "logs.json"
+    out = tmp_path / "out"
+    assert _bench([str(zipkin), str(otlp_json), *OFF, "--out", str(out)], capsys) == (0, "")
+    data = json.loads((out / "results.json").read_text())
+    assert data["meta"]["plots"] == ["compression-file-yelp.png", "compression-file-logs.png"]
+    if not listed:  # as bench wrote it before results.json named its plots
+        del data["meta"]["plots"]
+        (out / "results.json").write_text(json.dumps(data))
+    for mine in ("mine.png", "compression-mine.png"):
+        (out / mine).write_bytes(b"user's")
+    assert _bench([str(zipkin), *OFF, "--out", str(out)], capsys) == (0, "")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "compression-file-yelp.png", "compression-mine.png", "mine.png", "results.csv", "results.json"]
+    assert json.loads((out / "results.json").read_text())["meta"]["plots"] == ["compression-file-yelp.png"]

@@ -4,14 +4,17 @@ The harness is benchmarks/compression.py; this module parses arguments, shows pr
 table and writes results.csv, results.json and one PNG plot per input into ``--out``. Every argument,
 input file and the --out directory is checked before anything is measured, so a long run never ends
 in a usage error: a bad value or unreadable input stops the command at once (exit 2, or 1 for I/O),
-naming it.
+naming it. results.json names the plots of its run, so the next run into the same directory deletes
+those it does not write again and no other file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 from .inputs import add_format_argument
 
 DEFAULT_OUT = Path("bench-out")
+PLOT = re.compile(r"compression-[^/]+\.png")
 MIN_ZSTD_LEVEL = -(1 << 17)
 """zstd's fastest level (ZSTD_minCLevel()); zstandard.ZstdCompressor takes lower ones and uses this
 one, and raises ValueError above zstandard.MAX_COMPRESSION_LEVEL, which bench met only when measuring."""
@@ -45,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
     parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
                         help="sort orders of the sorted runs: the transport's own or the Rust reference orders")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory, created if missing")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="output directory, created if missing; results.csv, results.json and the plots are "
+                             "rewritten, and the plots an earlier run's results.json names that this run does not "
+                             "write are deleted (no other file)")
 
 
 class ArgumentError(Exception):
@@ -129,6 +136,20 @@ def prepare_out(out: Path) -> tuple[str, int] | None:
     if not os.access(out, os.W_OK | os.X_OK):
         return f"--out {out}: directory not writable", 1
     return None
+
+
+def earlier_plots(out: Path) -> set[str]:
+    """The plot names of the run whose results.json is in `out`: its meta "plots", or for one written
+    before bench listed them, the plots of its datasets; none when there is no such results.json."""
+    from benchmarks import compression as c
+
+    try:
+        data = json.loads((out / "results.json").read_text())
+        meta = data["meta"]
+        names = meta["plots"] if "plots" in meta else [c.plot_name(r["dataset"]) for r in data["results"]]
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):  # absent, or not bench's
+        return set()
+    return {n for n in names if isinstance(n, str) and PLOT.fullmatch(n)}
 
 
 def _fail(message: str, status: int) -> int:
@@ -222,13 +243,27 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(time.perf_counter() - started, 1),
     }
     console.print(summary_table(results, level))
+    stale = earlier_plots(args.out)
     try:
         c.write_csv(results, args.out / "results.csv")
-        c.write_json(results, args.out / "results.json", meta)
         plots = c.plot(results, args.out)
     except OSError as exc:
         return _fail(f"{exc.filename or args.out}: cannot write: {exc.strerror or exc}", 1)
-    console.print(f"wrote {args.out / 'results.csv'}, {args.out / 'results.json'} and {len(plots)} plots to {args.out}")
+    meta["plots"] = [p.name for p in plots]
+    deleted = 0
+    for path in sorted(args.out / name for name in stale - set(meta["plots"])):  # before results.json stops naming them
+        if path.is_file() and not path.is_symlink():
+            try:
+                path.unlink()
+            except OSError as exc:
+                return _fail(f"{path}: cannot delete this plot of an earlier run: {exc.strerror}", 1)
+            deleted += 1
+    try:
+        c.write_json(results, args.out / "results.json", meta)
+    except OSError as exc:
+        return _fail(f"{exc.filename or args.out}: cannot write: {exc.strerror or exc}", 1)
+    console.print(f"wrote {args.out / 'results.csv'}, {args.out / 'results.json'} and {len(plots)} plots to {args.out}"
+                  + (f"; deleted {deleted} plot(s) of an earlier run" if deleted else ""))
     return 0
 
 
