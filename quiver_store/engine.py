@@ -401,6 +401,11 @@ class QuiverStore:
         self._closed = False
         self._closer: int | None = None  # the thread running close(); a concurrent close waits for it
         self._close_lock = threading.Lock()
+        # Ingests under way on any thread: close() refuses new ones, then waits for these before it
+        # finalizes and closes the WAL (an append on a closed descriptor could land in another file).
+        self._ingests = 0
+        self._ingests_cv = threading.Condition()
+        self._closing = False
         self._close_done = threading.Event()
         self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
         self._finalizer = threading.Thread(target=self._finalize_loop, name=f"quiver-finalizer[{self.path}]", daemon=True)
@@ -479,10 +484,19 @@ class QuiverStore:
     def ingest(self, bundle: RecordBundle) -> BundleReceipt:
         """Append `bundle` to the WAL; return once durable under `wal.durability`."""
         with self._calls.inside():
-            receipt = self._ingest(bundle)
-            if progress.PROGRESS_SLOT in bundle.slots:
-                self._note_progress(bundle)
-            return receipt
+            with self._ingests_cv:
+                if self._closing and not self._closed:
+                    raise StoreClosedError(f"store {self.path} is closing (close() called on another thread); this bundle was not stored")
+                self._ingests += 1
+            try:
+                receipt = self._ingest(bundle)
+                if progress.PROGRESS_SLOT in bundle.slots:
+                    self._note_progress(bundle)
+                return receipt
+            finally:
+                with self._ingests_cv:
+                    self._ingests -= 1
+                    self._ingests_cv.notify_all()
 
     def _ingest(self, bundle: RecordBundle) -> BundleReceipt:
         self._check_open()
@@ -869,7 +883,8 @@ class QuiverStore:
         """Finalize what is open, stop the threads, release the lock. Idempotent. In a process
         forked after open it only forgets the store: the files and threads are the parent's. Called
         from a signal handler that interrupted a call of this store, it runs when that call ends.
-        A close() from another thread while one runs waits for it to finish, then returns."""
+        A close() from another thread while one runs waits for it to finish, then returns. Ingests
+        under way on other threads finish first; new ones raise StoreClosedError."""
         if self._closed:
             return
         if self._calls.defer_if_inside(self.close):
@@ -895,6 +910,11 @@ class QuiverStore:
 
     def _close(self) -> None:
         error: BaseException | None = None
+        self._hub.retention.closed = True  # an ingest waiting for space at the size cap gives up now
+        with self._ingests_cv:
+            self._closing = True
+            while self._ingests:
+                self._ingests_cv.wait()
         try:
             self.finalize_now("close")
             self._give_back_reserved_numbers()
