@@ -183,7 +183,7 @@ def test_out_that_is_an_input_is_refused(tmp_path: Path, capsys: pytest.CaptureF
     code, _, err = _run(["encode", *map(str, inputs), "--signal", "logs", "--out", str(inputs[1])], capsys)
     assert (code, err) == (2, f"adaptive-arrow encode: --out {inputs[1]} is one of the inputs; choose another output file\n")
     assert inputs[1].read_bytes() == before
-    assert not inputs[1].with_name(inputs[1].name + ".tmp").exists()
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_missing_input_or_directory_is_refused_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -282,25 +282,48 @@ def test_decode_refuses_a_directory_of_an_earlier_decode(tmp_path: Path, capsys:
     assert sorted(p.name for p in out.iterdir()) == ["000000.pb", "notes.txt"]
 
 
-def test_out_that_is_a_fifo_a_symlink_or_has_a_directory_as_tmp_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_out_that_is_a_fifo_or_a_symlink_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Was (fresh-user review 6): the output replaced a FIFO, a device or a symbolic link with a
-    regular file, and a directory named like the temporary file gave a traceback."""
+    regular file."""
     import os
 
     inputs = _requests(tmp_path, "logs.json", 1)
-    fifo, link, target, blocked = tmp_path / "pipe.otap", tmp_path / "link.otap", tmp_path / "target.otap", tmp_path / "o.otap"
+    fifo, link, target = tmp_path / "pipe.otap", tmp_path / "link.otap", tmp_path / "target.otap"
     os.mkfifo(fifo)
     target.write_bytes(b"keep")
     link.symlink_to(target)
-    (tmp_path / "o.otap.tmp").mkdir()
-    (tmp_path / "l.otap.tmp").symlink_to(target)  # writing the .tmp file would overwrite target
     cases = [
-        (fifo, f"--out {fifo}: is not a regular file (a device, FIFO or socket), which the output would replace"),
-        (link, f"--out {link}: is a symbolic link, which the output would replace"),
-        (blocked, f"--out's temporary file {blocked}.tmp exists and is not a regular file"),
-        (tmp_path / "l.otap", f"--out's temporary file {tmp_path}/l.otap.tmp exists and is not a regular file"),
+        (fifo, f"--out {fifo}: is not a regular file (a device, FIFO or socket), which the output would replace; name a regular file"),
+        (link, f"--out {link}: is a symbolic link, which the output would replace; name a regular file"),
     ]
     for out, message in cases:
         code, _, err = _run(["encode", str(inputs[0]), "--signal", "logs", "--out", str(out), "--quiet"], capsys)
-        assert code == 2 and err.startswith(f"adaptive-arrow encode: {message}") and err.count("\n") == 1
-    assert fifo.is_fifo() and link.is_symlink() and target.read_bytes() == b"keep" and not blocked.exists()
+        assert (code, err) == (2, f"adaptive-arrow encode: {message}\n")
+    assert fifo.is_fifo() and link.is_symlink() and target.read_bytes() == b"keep"
+
+
+def test_files_named_like_a_temporary_file_survive_encode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 12): encode wrote OUT.tmp and renamed it to OUT, deleting it on failure,
+    so a file of the user's by that name was lost either way (a directory or a symbolic link there
+    was refused). The temporary file now has a name no file had, and only it is ever deleted."""
+    import os
+
+    inputs = _requests(tmp_path, "logs.json", 1)
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"\xff\xff\xff")
+    out, target = tmp_path / "x.otap", tmp_path / "target"
+    target.write_bytes(b"keep")
+    (tmp_path / "x.otap.tmp").write_bytes(b"mine")
+    (tmp_path / "x.otap.tmp.d").mkdir()
+    (tmp_path / "x.otap.link.tmp").symlink_to(target)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = _run(["encode", str(inputs[0]), str(bad), "--signal", "logs", "--out", str(out), "--quiet"], capsys)
+    assert code == 2 and err.startswith(f"adaptive-arrow encode: {bad} (read as OTLP protobuf): ") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    code, _, err = _run(["encode", str(inputs[0]), "--signal", "logs", "--out", str(out), "--quiet"], capsys)
+    assert (code, err) == (0, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "x.otap"])
+    assert (tmp_path / "x.otap.tmp").read_bytes() == b"mine" and target.read_bytes() == b"keep"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # as a plain open makes it (mkstemp's would be 0600)

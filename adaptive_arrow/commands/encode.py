@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -30,20 +31,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def check_out(out: Path, tmp: Path, inputs: list[Path]) -> None:
-    """--out (and the .tmp file written first) must be a writable path that is none of the inputs."""
+def check_out(out: Path, inputs: list[Path]) -> None:
+    """--out must name a regular file or a free name, and none of the inputs (the rename at the end
+    would replace a link, FIFO or device with a regular file)."""
     if out.is_dir():
         raise InputError(f"--out {out}: is a directory; name the output file")
     if out.is_symlink() or (out.exists() and not out.is_file()):
         kind = "a symbolic link" if out.is_symlink() else "not a regular file (a device, FIFO or socket)"
         raise InputError(f"--out {out}: is {kind}, which the output would replace; name a regular file")
-    if tmp.is_symlink() or (tmp.exists() and not tmp.is_file()):  # writing would go through the link
-        raise InputError(f"--out's temporary file {tmp} exists and is not a regular file; remove it or name another output")
-    for target in (out, tmp):
-        for path in inputs:
-            if target.exists() and os.path.samefile(target, path):
-                what = "--out" if target == out else f"--out's temporary file {target}"
-                raise InputError(f"{what} {path} is one of the inputs; choose another output file")
+    for path in inputs:
+        if out.exists() and os.path.samefile(out, path):
+            raise InputError(f"--out {path} is one of the inputs; choose another output file")
+
+
+def create_temporary(out: Path) -> tuple[int, Path]:
+    """A new file next to `out` (so the final rename is atomic) under a random name: created
+    exclusively, so no file of the user's is written, renamed or deleted in its place, and with the
+    permissions a plain open gives (mkstemp's would be 0600)."""
+    path = out.with_name(f"{out.name}.{secrets.token_hex(8)}.tmp")
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,10 +64,9 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import AdaptiveArrowError
     from .inputs import to_bundle
 
-    tmp = args.out.with_name(args.out.name + ".tmp")
     try:
         check_files(args.files)
-        check_out(args.out, tmp, args.files)
+        check_out(args.out, args.files)
     except InputError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
         return 2
@@ -71,9 +76,11 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     columns = (TextColumn("encode"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     current = None
+    tmp = None  # the temporary file this run created, until it is renamed to --out
     try:
-        with tmp.open("wb") as out, Progress(*columns, console=console, transient=True,
-                                             disable=args.quiet or not console.is_terminal) as progress:
+        fd, tmp = create_temporary(args.out)
+        with os.fdopen(fd, "wb") as out, Progress(*columns, console=console, transient=True,
+                                                  disable=args.quiet or not console.is_terminal) as progress:
             task = progress.add_task("encode", total=len(args.files))
             for current in args.files:
                 data = current.read_bytes()
@@ -84,18 +91,19 @@ def run(args: argparse.Namespace) -> int:
                 written += write_envelopes(out, [encoder.encode(bundle)])
                 progress.advance(task)
         tmp.replace(args.out)
+        tmp = None
     except OSError as exc:
-        where = f"--out {args.out}: cannot write" if exc.filename == str(tmp) else str(exc.filename or current)
+        where = str(current) if current is not None and exc.filename == str(current) else f"--out {args.out}: cannot write"
         print(f"{NAME}: {where}: {exc.strerror or exc}", file=sys.stderr)
-        tmp.unlink(missing_ok=True)
         return 1
     except InputError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
-        tmp.unlink(missing_ok=True)
         return 2
     except (OtapModelError, AdaptiveArrowError) as exc:
         print(f"{NAME}: {current}: {exc}", file=sys.stderr)
-        tmp.unlink(missing_ok=True)
         return 2
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     print(f"{len(args.files)} message(s), {read} input bytes -> {written} OTAP bytes in {args.out}")
     return 0
