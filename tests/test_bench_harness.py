@@ -153,6 +153,7 @@ def test_the_extreme_zstd_levels_are_measured(tmp_path: Path, level: str, capsys
     (["--min-batches", "0"], "--min-batches: expected an integer >= 1, got 0"),
     (["--max-batches", "-3"], "--max-batches: expected an integer >= 1, got -3"),
     (["--max-records", "0"], "--max-records: expected an integer >= 1, got 0"),
+    (["--seed", "-1"], "--seed: expected an integer >= 0, got -1"),
 ])
 def test_bad_batch_counts_are_refused_up_front(tmp_path: Path, argv: list[str], message: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:

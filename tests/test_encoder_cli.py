@@ -234,15 +234,30 @@ def test_generate_refuses_a_directory_of_an_earlier_run(tmp_path: Path, capsys: 
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "traces-000000.pb"]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--profile", "multivariate", "--signal", "logs"], "profile: 'multivariate' applies to metrics only, not to logs"),
-    (["--count", "-1", "--signal", "logs"], "count: expected an integer >= 0, got -1"),
-])
+GENERATOR_ARGUMENTS = [
+    (["--profile", "multivariate", "--signal", "logs"], "--profile: 'multivariate' applies to metrics only, not to logs"),
+    (["--count", "-1", "--signal", "logs"], "--count: expected an integer >= 0, got -1"),
+    (["--batch-size", "0", "--signal", "logs"], "--batch-size: expected an integer >= 1, got 0"),
+    (["--seed", "-2", "--signal", "logs"], "--seed: expected an integer >= 0, got -2"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), GENERATOR_ARGUMENTS)
 def test_pipeline_refuses_bad_generator_arguments(tmp_path: Path, argv: list[str], message: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The message names the option, not the generator's parameter (was `batch_size: ...`, fresh-user review 12)."""
     store = tmp_path / "store"
     assert _run(["pipeline", "--store", str(store), *argv], capsys)[::2] == (2, f"adaptive-arrow pipeline: {message}\n")
     assert not store.exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), GENERATOR_ARGUMENTS)
+def test_generate_refuses_bad_generator_arguments(tmp_path: Path, argv: list[str], message: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--count", "10", *argv] if "--count" not in argv else argv
+    out = tmp_path / "g"
+    assert _run(["generate", *argv, "--out", str(out), "--quiet"], capsys)[::2] == (2, f"adaptive-arrow generate: {message}\n")
+    assert not out.exists()
 
 
 def test_pipeline_refuses_an_unknown_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -423,5 +423,5 @@ def test_cli_rejects_a_profile_signal_mismatch(tmp_path: Any, capsys: pytest.Cap
     rc = cli_main(["generate", "--signal", "logs", "--count", "10", "--profile", "multivariate",
                    "--out", str(tmp_path / "x"), "--quiet"])
     assert rc == 2
-    assert "profile: 'multivariate' applies to metrics only, not to logs" in capsys.readouterr().err
+    assert capsys.readouterr().err == "adaptive-arrow generate: --profile: 'multivariate' applies to metrics only, not to logs\n"
     assert not (tmp_path / "x").exists()

@@ -182,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
                           ("--max-batches", args.max_batches)):
         if value < 1:
             return _fail(f"{option}: expected an integer >= 1, got {value}", 2)
+    if args.seed < 0:  # the generator's minimum; measuring would stop at the first generated input
+        return _fail(f"--seed: expected an integer >= 0, got {args.seed}", 2)
     if args.min_batches > args.max_batches:
         return _fail(f"--min-batches {args.min_batches} is above --max-batches {args.max_batches}; "
                      "give --min-batches <= --max-batches", 2)

@@ -54,6 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 RUN_FILE = re.compile(r"(logs|traces|metrics)-\d{6}\.pb")
+OPTIONS = {"signal": "--signal", "profile": "--profile", "count": "--count", "batch_size": "--batch-size", "seed": "--seed"}
+
+
+def option_message(exc: GeneratorError) -> str:
+    """The generator's message naming the option the user typed instead of the Python parameter it
+    starts with (``batch_size: ...`` -> ``--batch-size: ...``), for `generate` and `pipeline`."""
+    name, colon, rest = str(exc).partition(": ")
+    return f"{OPTIONS[name]}: {rest}" if colon and name in OPTIONS else str(exc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         requests = generate_otlp(args.signal, args.count, batch_size=args.batch_size, seed=args.seed,
                                  profile=args.profile)
     except GeneratorError as exc:
-        print(f"adaptive-arrow generate: {exc}", file=sys.stderr)
+        print(f"adaptive-arrow generate: {option_message(exc)}", file=sys.stderr)
         return 2
     out: Path = args.out
     refused = outputs.prepare("adaptive-arrow generate", out, RUN_FILE, args.overwrite)

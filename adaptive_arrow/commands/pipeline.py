@@ -16,6 +16,8 @@ from rich.console import Console
 from otap_model import Signal
 from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 
+from .generate import option_message
+
 NAME = "adaptive-arrow pipeline"
 
 
@@ -39,7 +41,7 @@ def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
         try:
             generate_otlp(signal, args.count, batch_size=args.batch_size, seed=args.seed, profile=args.profile)
         except GeneratorError as exc:
-            return str(exc)
+            return option_message(exc)
     if args.store.exists() and not args.store.is_dir():
         return f"--store {args.store}: not a directory (an existing file); name a store directory"
     return None
