@@ -275,6 +275,24 @@ def test_pipeline_refuses_a_store_that_is_a_file(tmp_path: Path, capsys: pytest.
     assert store.read_bytes() == b"data"
 
 
+def test_pipeline_refuses_a_directory_that_is_not_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 12): a directory holding other files was silently made a store (wal/,
+    segments/, LOCK, ... written among them). An empty directory or an existing store is taken."""
+    store = tmp_path / "photos"
+    store.mkdir()
+    (store / "cat.jpg").write_bytes(b"meow")
+    argv = ["--count", "10", "--signal", "logs"]
+    code, _, err = _run(["pipeline", "--store", str(store), *argv], capsys)
+    assert (code, err) == (2, f"adaptive-arrow pipeline: --store {store}: exists and is not a Quiver store (it holds other "
+                              "files); name an empty or new directory or an existing store\n")
+    assert [p.name for p in store.iterdir()] == ["cat.jpg"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _run(["pipeline", "--store", str(empty), *argv], capsys)[::2] == (0, "")
+    (empty / "notes.txt").write_text("mine")  # a store with a file of the user's in it is still a store
+    assert _run(["pipeline", "--store", str(empty), *argv], capsys)[::2] == (0, "")
+
+
 def test_generate_refuses_an_out_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "f"
     out.write_text("x")

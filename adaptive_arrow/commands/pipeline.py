@@ -2,7 +2,8 @@
 it back through a subscriber and verify it.
 
 Arguments are checked before the store is opened: the generator validates every (signal, profile)
-pair and the counts as `generate` does, and --store must be a directory or not exist yet.
+pair and the counts as `generate` does, and --store must not exist yet or be an empty directory or
+a Quiver store (opening any other directory would write a store among its files).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 from .generate import option_message
 
 NAME = "adaptive-arrow pipeline"
+STORE_DIRS = ("wal", "segments")
+"""What QuiverStore.open creates first in a store; the `quiver` command takes a directory holding
+either for a store (quiver_store/cli.py), and so does pipeline."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, type=Path, help="store directory (created if missing)")
+    parser.add_argument("--store", required=True, type=Path,
+                        help="store directory: an existing store, an empty directory, or a new one (created)")
     parser.add_argument("--signal", action="append", choices=[s.value for s in Signal],
                         help="signal to run (repeatable, a repeated one runs once; default: all three)")
     parser.add_argument("--count", type=int, default=20_000, help="root records per signal")
@@ -36,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
-    """The first bad argument, as the message to print, or None."""
+    """The first bad argument, as the message to print, or None; OSError if --store cannot be listed."""
     for signal in signals:
         try:
             generate_otlp(signal, args.count, batch_size=args.batch_size, seed=args.seed, profile=args.profile)
@@ -44,6 +49,9 @@ def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
             return option_message(exc)
     if args.store.exists() and not args.store.is_dir():
         return f"--store {args.store}: not a directory (an existing file); name a store directory"
+    if args.store.is_dir() and not any((args.store / d).is_dir() for d in STORE_DIRS) and any(args.store.iterdir()):
+        return (f"--store {args.store}: exists and is not a Quiver store (it holds other files); "
+                "name an empty or new directory or an existing store")
     return None
 
 
@@ -56,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
     from ..report import render
 
     signals = [Signal(s) for s in args.signal] if args.signal else list(Signal)
-    problem = _check(args, signals)
-    if problem is not None:
-        print(f"{NAME}: {problem}", file=sys.stderr)
-        return 2
     spark = None
     try:
+        problem = _check(args, signals)
+        if problem is not None:
+            print(f"{NAME}: {problem}", file=sys.stderr)
+            return 2
         if args.spark:
             from ..spark import spark_session
 
