@@ -39,6 +39,7 @@ from .errors import (
     QuiverError,
     StoreClosedError,
     StoreFullError,
+    disk_error,
 )
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
@@ -221,7 +222,12 @@ class QuiverStore:
         if layout is not None and not isinstance(layout, Layout):
             raise ConfigError(f"layout must be a quiver_store.Layout, got {type(layout).__name__}")
         store = cls.__new__(cls)
-        store._init(path, config or StoreConfig(), layout or DEFAULT_LAYOUT, fs or DEFAULT_FS)
+        try:
+            store._init(path, config or StoreConfig(), layout or DEFAULT_LAYOUT, fs or DEFAULT_FS)
+        except OSError as exc:  # a full disk, a read-only file system, a directory where a file belongs
+            raise disk_error(
+                exc, "opening the store", exc.filename or path, "the store is not open; what it holds is kept, and a later open retries"
+            ) from exc
         return store
 
     def _init(self, path: str, config: StoreConfig, layout: Layout, fs: FileSystem) -> None:
@@ -785,7 +791,7 @@ class QuiverStore:
                 self.stats_counters["finalize_errors"] += 1
                 self.stats_counters["last_finalize_error"] = repr(exc)
                 log.error("finalize of a segment (%d bundles) failed, data kept in memory and WAL: %s", sealed.segment.bundle_count if sealed.segment else 0, exc)
-                failure = QuiverError(f"finalize failed: {exc!r}; the data stays in memory and in the WAL and is retried")
+                failure = self._finalize_failure(exc)
                 with self._cv:
                     for queued in self._sealed:  # everyone waiting behind the failing segment hears of it
                         dropped = QuiverError(f"bundle {queued.first_sequence} was not stored: a segment write failed ({exc!r})")
@@ -871,9 +877,18 @@ class QuiverStore:
                 # hanging. (With room left, the request is queued and hears of the next failure.)
                 failure = self._finalize_error
                 if failure is not None and len(self._sealed) >= 2:
-                    raise QuiverError(
-                        f"finalize failed: {failure!r}; the data stays in memory and in the WAL and is retried"
-                    ) from failure
+                    raise self._finalize_failure(failure) from failure
+
+    def _finalize_failure(self, exc: BaseException) -> QuiverError:
+        """What a failed segment write tells the callers waiting for it: a full disk is a
+        StoreFullError, and a disk error carries errno, filename and the OSError as __cause__."""
+        consequence = "the data stays in memory and in the WAL and is retried"
+        if isinstance(exc, OSError):
+            failure = disk_error(exc, "writing a segment file", exc.filename or self.segments_dir, consequence)
+        else:
+            failure = QuiverError(f"finalize failed: {exc!r}; {consequence}")
+        failure.__cause__ = exc
+        return failure
 
     def flush(self) -> None:
         """Make every ingested bundle part of a durable segment file."""

@@ -124,6 +124,9 @@ class FileSystem:
         fd = self.open(path, os.O_RDONLY)
         try:
             return self.pread(fd, self.size(fd), 0)
+        except OSError as exc:  # reads on a descriptor name no file; say which (a directory, EIO)
+            exc.filename = exc.filename or path
+            raise
         finally:
             self.close(fd)
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import random
 import shutil
 
 import pytest
 
-from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig
+from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig, StoreFullError
 from quiver_store.fs import FileSystem
 
 from .powerloss import IoErrorFS, PowerLossFS
@@ -31,18 +32,18 @@ def run(path, fs: IoErrorFS, config: StoreConfig = CONFIG) -> tuple[list[int], l
     errors: list[str] = []
     try:
         store = QuiverStore.open(path, config, fs=fs)
-    except (OSError, QuiverError) as exc:
+    except QuiverError as exc:  # a bare OSError escaping fails the test
         return ingested, acked, unsure, [repr(exc)]
     try:
         subscription = store.subscribe("exporter")
-    except (OSError, QuiverError) as exc:
+    except QuiverError as exc:  # a bare OSError escaping fails the test
         store._abandon()
         return ingested, acked, unsure, [repr(exc)]
     for i in range(BUNDLES):
         try:
             store.ingest(bundle(i))
             ingested.append(i)
-        except (OSError, QuiverError) as exc:
+        except QuiverError as exc:  # a bare OSError escaping fails the test
             errors.append(repr(exc))
         try:
             while (delivery := subscription.next(timeout=0.0)) is not None:
@@ -51,11 +52,11 @@ def run(path, fs: IoErrorFS, config: StoreConfig = CONFIG) -> tuple[list[int], l
                 if delivery.ack():
                     acked.append(value)
                 unsure.pop()
-        except (OSError, QuiverError) as exc:
+        except QuiverError as exc:  # a bare OSError escaping fails the test
             errors.append(repr(exc))
     try:
         store.close()
-    except (OSError, QuiverError) as exc:
+    except QuiverError as exc:  # a bare OSError escaping fails the test
         errors.append(repr(exc))
         store._abandon()
     return ingested, acked, unsure, errors
@@ -172,3 +173,34 @@ def test_errors_during_recovery_torture(tmp_path, code, caplog):
     caplog.set_level(logging.CRITICAL)
     for crash_at in range(0, 190, 7):
         check_compound(tmp_path, crash_at, code)
+
+
+class Refusing(FileSystem):
+    """Every file creation fails with `code` (a full disk, a read-only directory)."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def open(self, path, flags, mode=0o644):
+        if flags & os.O_CREAT:
+            raise OSError(self.code, os.strerror(self.code), path)
+        return super().open(path, flags, mode)
+
+
+@pytest.mark.parametrize(("code", "kind"), [(errno.ENOSPC, StoreFullError), (errno.EACCES, QuiverError), (errno.EROFS, QuiverError)])
+def test_open_on_a_full_or_read_only_disk_raises_the_package_error(tmp_path, code, kind):
+    with pytest.raises(kind, match=rf"{tmp_path}/LOCK: opening the store failed \(\[Errno {code}\] .*\); the store is not open; what it holds is kept, and a later open retries$") as caught:
+        QuiverStore.open(tmp_path, fs=Refusing(code))
+    assert (caught.value.errno, caught.value.filename) == (code, f"{tmp_path}/LOCK")  # type: ignore[attr-defined]
+    assert isinstance(caught.value.__cause__, OSError)
+    assert (kind is StoreFullError) == (code == errno.ENOSPC)
+    with QuiverStore.open(tmp_path) as store:  # the failed open left nothing in the way
+        store.ingest(bundle(0))
+
+
+def test_a_directory_where_the_wal_file_belongs_is_named(tmp_path):
+    (tmp_path / "wal" / "quiver.wal").mkdir(parents=True)
+    wal = tmp_path / "wal" / "quiver.wal"
+    with pytest.raises(QuiverError, match=rf"^{wal}: opening the store failed \(\[Errno 21\] Is a directory") as caught:
+        QuiverStore.open(tmp_path)
+    assert caught.value.errno == errno.EISDIR  # type: ignore[attr-defined]

@@ -184,8 +184,11 @@ def test_failed_finalize_keeps_the_wal_range_and_retries(tmp_path):
     for i in range(4):
         store.ingest(bundle(i))
     fs.failing = True
-    with pytest.raises(Exception, match="finalize failed"):
+    segments = str(tmp_path / "segments")
+    with pytest.raises(StoreFullError, match=rf"^disk full: {segments}: writing a segment file failed \(\[Errno 28\] .*\); the data stays in memory and in the WAL and is retried$") as caught:
         store.flush()
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == segments  # type: ignore[attr-defined]
+    assert isinstance(caught.value.__cause__, OSError)
     point, _ = sidecar.read(fs, str(tmp_path / "wal"))
     assert point is None or point.offset == HEADER_LEN  # nothing truncated
     assert store.stats()["finalize_failing"] and store.stats()["open_segment_bytes"] > 0
@@ -204,7 +207,7 @@ def test_crash_while_finalize_fails_loses_nothing(tmp_path):
     for i in range(4):
         store.ingest(bundle(i))
     fs.failing = True
-    with pytest.raises(Exception, match="finalize failed"):
+    with pytest.raises(StoreFullError, match="writing a segment file failed"):
         store.flush()
     store._abandon()
     with QuiverStore.open(tmp_path, cfg) as again:
