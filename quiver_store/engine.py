@@ -242,6 +242,7 @@ class QuiverStore:
         self._forked_away: str | None = None  # set in a child process forked after open (fork_guard.py)
         self._calls = CallDepth()  # close() from a signal handler inside a call waits for it (reentry.py)
         self._lock_fd = -1
+        self._dir_lock_fd = -1
         self.stats_counters: dict[str, Any] = collections.defaultdict(int)
         for key in ("replayed_entries", "corrupt_entries", "quarantined_bytes", "torn_tail_bytes", "segments_written",
                     "segment_bytes_written", "finalize_errors", "wal_entries_covered", "sidecar_fallbacks", "direct_bundles"):
@@ -272,22 +273,33 @@ class QuiverStore:
         self.stats_counters["open_seconds"] = time.perf_counter() - t0
 
     def _acquire_lock(self) -> None:
+        """One writer per store: an exclusive flock on the store directory (which deleting the LOCK
+        file cannot undo) and on the LOCK file, which names the holder's process id."""
         lock_path = os.path.join(self.path, LOCK_NAME)
-        fd = self.fs.open(lock_path, os.O_RDWR | os.O_CREAT)
+        already_open = QuiverError(
+            f"store {self.path} is already open by another writer (lock file {lock_path}); "
+            "a store has a single writer: close the other QuiverStore or process first"
+        )
         try:
-            self.fs.lock_exclusive(fd)
+            self._dir_lock_fd = self.fs.lock_directory(self.path)
         except BlockingIOError:
-            self.fs.close(fd)
-            raise QuiverError(
-                f"store {self.path} is already open by another writer (lock file {lock_path}); "
-                "a store has a single writer: close the other QuiverStore or process first"
-            ) from None
+            raise already_open from None
         try:
-            self.fs.truncate(fd, 0)
-            self.fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            fd = self.fs.open(lock_path, os.O_RDWR | os.O_CREAT)
+            try:
+                self.fs.lock_exclusive(fd)  # (a writer of an older version locks only this file)
+            except BlockingIOError:
+                self.fs.close(fd)
+                raise already_open from None
+            try:
+                self.fs.truncate(fd, 0)
+                self.fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            except BaseException:
+                self.fs.unlock(fd)
+                self.fs.close(fd)
+                raise
         except BaseException:
-            self.fs.unlock(fd)
-            self.fs.close(fd)
+            self._release_lock()
             raise
         self._lock_fd = fd
 
@@ -307,6 +319,9 @@ class QuiverStore:
             self.fs.unlock(self._lock_fd)
             self.fs.close(self._lock_fd)
             self._lock_fd = -1
+        if self._dir_lock_fd >= 0:
+            self.fs.unlock_directory(self._dir_lock_fd)
+            self._dir_lock_fd = -1
 
     def _recover(self) -> None:
         fs, cfg = self.fs, self.config

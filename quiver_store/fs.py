@@ -138,6 +138,22 @@ class FileSystem:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
     # -- directories -------------------------------------------------------------------------
+    def lock_directory(self, path: str) -> int:
+        """A descriptor of directory `path` holding a non-blocking exclusive flock (BlockingIOError
+        when another open file description holds it). Unlike a lock file's, it cannot be removed
+        while the holder runs: deleting the directory's LOCK file does not release it."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def unlock_directory(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
     def fsync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:

@@ -231,6 +231,28 @@ def test_single_writer_lock(tmp_path):
         pass
 
 
+def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
+    """An operator 'cleaning a stale lock' under a running store: a second process must still be
+    refused (two writers on one WAL lost the second one's acknowledged bundles)."""
+    import subprocess
+    import sys
+
+    second = "from quiver_store import QuiverStore; QuiverStore.open(__import__('sys').argv[1])"
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(simple(0))
+        os.remove(tmp_path / "LOCK")
+        run = subprocess.run([sys.executable, "-c", second, str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1
+        assert run.stderr.strip().splitlines()[-1] == (
+            f"quiver_store.errors.QuiverError: store {tmp_path} is already open by another writer (lock file "
+            f"{tmp_path}/LOCK); a store has a single writer: close the other QuiverStore or process first"
+        )
+        with pytest.raises(QuiverError, match="already open by another writer"):  # and in this process
+            QuiverStore.open(tmp_path, QUIET)
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert len(list(store.bundles())) == 1
+
+
 def test_open_cores_gives_independent_stores(tmp_path):
     stores = open_cores(str(tmp_path), 3, QUIET)
     try:
