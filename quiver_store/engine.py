@@ -451,6 +451,7 @@ class QuiverStore:
         segments/quarantine/ and the store opens without it, as if it had vanished: bundles the WAL
         still holds are replayed, the others are reported and recorded as dropped for the subscribers
         that had not read them. `wal.recovery="strict"` refuses to open instead."""
+        self.set_aside_segments: set[int] = set()
         for seq in sorted(self._segment_sizes):
             try:
                 self._segment_info(seq)
@@ -469,6 +470,7 @@ class QuiverStore:
                 self.fs.fsync_dir(qdir)
                 self.fs.fsync_dir(self.segments_dir)
                 del self._segment_sizes[seq]
+                self.set_aside_segments.add(seq)
                 self.record_corruption(
                     exc, f"moved to segments/{SEGMENT_QUARANTINE}/; opened without it (bundles still in the WAL are replayed, "
                     "the others are dropped for subscribers that had not read them)", source="segments",

@@ -167,6 +167,7 @@ def test_a_damaged_segment_is_set_aside_and_the_store_opens_without_it(tmp_path:
         reports = store.stats()["corruption_reports"]
         assert reports[0]["source"] == "segments" and reports[0]["path"].endswith("0000000000000001.qseg")
         assert reports[0]["action"].startswith("moved to segments/quarantine/; opened without it")
+        assert len(reports) == 1, reports  # not also "segment 1 is missing" (it was reported twice)
         sub, got = store.subscribe("a"), []
         while (d := sub.next(0.5)) is not None:
             got.append(d.bundle.slots[0]["v"][0].as_py())

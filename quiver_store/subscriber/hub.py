@@ -110,6 +110,7 @@ class SubscriberHub:
             reader_factory=reader_factory or _open_reader(fs),
             sync=config.wal.durability == "fsync",
             recovery=config.wal.recovery,
+            set_aside=frozenset(store.set_aside_segments),
         )
         for err, action, source in registry.recovery_reports:
             store.record_corruption(err, action, source)

@@ -185,8 +185,10 @@ class SubscriberRegistry:
         recovery: str = "point_in_time",
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], int] = time.time_ns,
+        set_aside: frozenset[int] = frozenset(),
     ) -> tuple[SubscriberRegistry, list[int]]:
-        """Replay the ack log and reconcile it with the segments on disk.
+        """Replay the ack log and reconcile it with the segments on disk. `set_aside` are segments
+        the store moved to quarantine at this open (already reported): they are dropped silently.
 
         Returns the registry and the sequence numbers of segments found on disk that the log says
         were already deleted after every subscriber resolved them (a deletion that did not survive
@@ -213,10 +215,10 @@ class SubscriberRegistry:
                   "so their bundles may be delivered again", "ack log")
             for err in replay.corruption
         ]
-        stale = reg._reconcile(list(segments))
+        stale = reg._reconcile(list(segments), set_aside)
         return reg, stale
 
-    def _reconcile(self, on_disk: list[SegmentRef]) -> list[int]:
+    def _reconcile(self, on_disk: list[SegmentRef], set_aside: frozenset[int] = frozenset()) -> list[int]:
         disk = {s.seq: s for s in on_disk}
         stale: list[int] = []
         now = self._wall()
@@ -224,7 +226,7 @@ class SubscriberRegistry:
             for seq in list(self.catalog):
                 if seq not in disk:  # deleted by retention (all resolved first) or gone some other way
                     owed = self._drop_locked(seq, now)
-                    if owed:  # retention resolves every bundle before it deletes: this segment was lost
+                    if owed and seq not in set_aside:  # retention resolves every bundle before deleting: lost
                         waiting = ", ".join(f"{name} ({n} bundle{'s' * (n != 1)})" for name, n in sorted(owed.items()))
                         self.recovery_reports.append((
                             CorruptionError(
