@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import blake3
 import pyarrow as pa
+import pyarrow.types as pat
 
 from .errors import BundleError
 
@@ -21,6 +22,46 @@ def default_fingerprint(schema: pa.Schema) -> bytes:
     signature) pass fingerprints explicitly instead.
     """
     return blake3.blake3(schema.remove_metadata().serialize().to_pybytes()).digest()
+
+
+def repeated_names(schema: pa.Schema) -> list[tuple[str, list[str], list[str]]]:
+    """(where, repeated names, all names) for the top level of `schema` and each struct in it
+    (also inside lists, maps, dictionaries) where two columns or fields share a name. `where` is
+    "" for the top level, else the struct column's path ("res", "spans.item"). The store finds
+    columns and struct fields by name (segment directories, representative schemas, conforming),
+    so a repeated one is stored or read wrong. Union children are found by type code, not name."""
+    found: list[tuple[str, list[str], list[str]]] = []
+    _repeated(schema.names, schema.types, "", True, found)
+    return found
+
+
+def _repeated(
+    names: list[str], types: list[pa.DataType], path: str, by_name: bool, found: list[tuple[str, list[str], list[str]]]
+) -> None:
+    if by_name and len(set(names)) != len(names):
+        counts: dict[str, int] = {}
+        for n in names:
+            counts[n] = counts.get(n, 0) + 1
+        found.append((path, [n for n, c in counts.items() if c > 1], names))
+    for name, t in zip(names, types, strict=True):
+        while pat.is_dictionary(t):
+            t = t.value_type
+        if t.num_fields:  # struct, list, map, union, run-end encoded: walk every child field
+            children = [t.field(i) for i in range(t.num_fields)]
+            where = f"{path}.{name}" if path else name
+            _repeated([f.name for f in children], [f.type for f in children], where, pat.is_struct(t), found)
+
+
+def _repeated_message(slot: int, where: str, repeated: list[str], names: list[str]) -> str:
+    listed = ", ".join(repr(n) for n in repeated)
+    plural = len(repeated) > 1
+    if where:
+        what = f"struct column {where!r} uses the field name{'s' if plural else ''} {listed} more than once (fields: {names})"
+        kind = "struct fields"
+    else:
+        what = f"the column name{'s' if plural else ''} {listed} {'are' if plural else 'is'} used more than once (columns: {names})"
+        kind = "columns"
+    return f"RecordBundle: slot {slot}: {what}; the store finds {kind} by name, so each needs its own: rename the duplicates"
 
 
 @dataclass
@@ -47,6 +88,8 @@ class RecordBundle:
                 raise BundleError(
                     f"RecordBundle: slot {slot}: expected a pyarrow.RecordBatch, got {type(batch).__name__}"
                 )
+            for where, repeated, names in repeated_names(batch.schema)[:1]:
+                raise BundleError(_repeated_message(slot, where, repeated, names))
             slots[int(slot)] = batch
         slots = dict(sorted(slots.items()))
         if self.fingerprints is not None and not isinstance(self.fingerprints, Mapping):
