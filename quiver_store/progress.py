@@ -14,6 +14,9 @@ bundle, in the writer's own unit (rows, requests, bytes).
 
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
 import pyarrow as pa
 
 from .bundle import RecordBundle
@@ -24,27 +27,63 @@ PROGRESS_SCHEMA = pa.schema(
     [pa.field("producer", pa.string(), nullable=False), pa.field("offset", pa.int64(), nullable=False)]
 )
 
+OFFSET_MAX = (1 << 63) - 1  # stored as int64
+_NEEDS = "needs a non-empty producer and an offset >= 0"
+
 
 def with_progress(bundle: RecordBundle, producer: str, offset: int) -> RecordBundle:
-    """`bundle` plus the progress record "`producer` has consumed `offset` input items"."""
+    """`bundle` plus the progress record "`producer` has consumed `offset` input items".
+
+    BundleError, before anything is built, unless `producer` is a non-empty str that encodes to
+    UTF-8 and `offset` an int (not a bool; numpy integers too) in 0..2**63-1."""
     if PROGRESS_SLOT in bundle.slots:
         raise BundleError(f"the bundle already carries a progress record (slot {PROGRESS_SLOT})")
-    batch = pa.record_batch([pa.array([producer], pa.string()), pa.array([offset], pa.int64())], schema=PROGRESS_SCHEMA)
-    check_progress(batch)
+    problem = _problem(producer, offset)
+    if problem:
+        raise BundleError(f"with_progress {_NEEDS}, got {producer!r}, {offset!r}: {problem}")
+    batch = pa.record_batch(
+        [pa.array([producer], pa.string()), pa.array([int(offset)], pa.int64())], schema=PROGRESS_SCHEMA
+    )
     return RecordBundle({**bundle.slots, PROGRESS_SLOT: batch}, bundle.fingerprints, bundle.ingestion_time_ns)
+
+
+def _problem(producer: object, offset: object) -> str | None:
+    """What is wrong with one progress record, None when nothing is (the rules of with_progress)."""
+    if producer is None:
+        return "the producer is None (null)"
+    if not isinstance(producer, str):
+        return f"the producer must be a str, not {type(producer).__name__}"
+    if not producer:
+        return "the producer is empty"
+    try:
+        producer.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"the producer is not valid UTF-8 ({exc.reason} at index {exc.start})"
+    if offset is None:
+        return "the offset is None (null)"
+    if isinstance(offset, bool | np.bool_) or not isinstance(offset, numbers.Integral):
+        return f"the offset must be an int, not {type(offset).__name__}"
+    value = int(offset)
+    if value < 0:
+        return "the offset is negative"
+    if value > OFFSET_MAX:
+        return f"the offset is above 2**63-1 ({OFFSET_MAX}), the largest it can be"
+    return None
 
 
 def check_progress(batch: pa.RecordBatch) -> None:
     """BundleError unless `batch` is one progress record: the schema above, one row, a non-empty
-    producer and an offset >= 0 (slot 63 is reserved for it in every layout)."""
+    producer and an offset >= 0 (slot 63 is reserved for it in every layout), as with_progress
+    checks them."""
     where = f"slot {PROGRESS_SLOT} is reserved for producer progress"
     if not batch.schema.equals(PROGRESS_SCHEMA):
         raise BundleError(f"{where}: its batch must have the schema {PROGRESS_SCHEMA.to_string(show_schema_metadata=False)!r}, got {batch.schema.to_string(show_schema_metadata=False)!r}")
     if batch.num_rows != 1:
         raise BundleError(f"{where}: its batch must hold exactly one row, got {batch.num_rows}")
     producer, offset = record(batch)
-    if not producer or offset is None or offset < 0:
-        raise BundleError(f"{where}: needs a non-empty producer and an offset >= 0, got {producer!r}, {offset!r}")
+    problem = _problem(producer, offset)
+    if problem:
+        raise BundleError(f"{where}: {_NEEDS}, got {producer!r}, {offset!r}: {problem}")
 
 
 def record(batch: pa.RecordBatch) -> tuple[str, int]:

@@ -106,6 +106,55 @@ def test_progress_records_are_checked_before_anything_is_logged(tmp_path: Path) 
     assert stored_items(tmp_path) == []
 
 
+BAD_RECORDS = [
+    (b"\xff\xfe", 1, "the producer must be a str, not bytes"),  # was ArrowInvalid
+    ("bad\udcff", 1, "the producer is not valid UTF-8 (surrogates not allowed at index 3)"),  # UnicodeEncodeError
+    ("p", 2**63, "the offset is above 2**63-1 (9223372036854775807), the largest it can be"),  # OverflowError
+    ("p", True, "the offset must be an int, not bool"),  # ArrowTypeError
+    ("p", float("nan"), "the offset must be an int, not float"),  # ArrowInvalid
+    ("p", "5", "the offset must be an int, not str"),  # ArrowInvalid
+    ("p", 1.5, "the offset must be an int, not float"),  # was stored as 1
+    ("", 1, "the producer is empty"),
+    ("p", -1, "the offset is negative"),
+    (None, 1, "the producer is None (null)"),
+    ("p", None, "the offset is None (null)"),
+]
+
+
+@pytest.mark.parametrize(("producer", "offset", "problem"), BAD_RECORDS)
+def test_with_progress_refuses_a_bad_producer_or_offset_before_building_anything(producer, offset, problem) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BundleError) as caught:
+        with_progress(item(0), producer, offset)
+    assert str(caught.value) == (
+        f"with_progress needs a non-empty producer and an offset >= 0, got {producer!r}, {offset!r}: {problem}"
+    )
+
+
+def test_with_progress_takes_any_int64_offset_and_numpy_integers() -> None:
+    import numpy as np
+
+    for producer, offset in [("p", 0), ("é/partition-3", 2**63 - 1), ("p", np.int64(5)), ("p", np.uint8(7))]:
+        record = with_progress(item(0), producer, offset).slots[PROGRESS_SLOT]
+        assert record.to_pylist() == [{"producer": producer, "offset": int(offset)}]
+
+
+def test_a_slot_63_batch_holding_nulls_is_refused_like_with_progress(tmp_path: Path) -> None:
+    """check_progress, which checks a bundle built by hand, gives the same reasons."""
+    nulls = [
+        (pa.array(["p"]), pa.array([None], pa.int64()), "got 'p', None: the offset is None (null)"),
+        (pa.array([None], pa.string()), pa.array([1], pa.int64()), "got None, 1: the producer is None (null)"),
+    ]
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        for producer, offset, message in nulls:
+            batch = pa.record_batch([producer, offset], schema=PROGRESS_SCHEMA)
+            with pytest.raises(BundleError) as caught:
+                store.ingest(RecordBundle({0: item(0).slots[0], PROGRESS_SLOT: batch}))
+            assert str(caught.value) == (
+                f"slot {PROGRESS_SLOT} is reserved for producer progress: needs a non-empty producer and an offset >= 0, {message}"
+            )
+    assert stored_items(tmp_path) == []
+
+
 def test_slot_63_is_reserved_in_every_layout(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="slot 63 is reserved for producer progress"):
         Layout(name="mine", slots={1: "a", 63: "b"})
