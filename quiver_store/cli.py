@@ -342,8 +342,22 @@ def _recovery_plan(fs: FileSystem, wal_dir: str, seg_dir: str, mode: str) -> tup
     files = _wal_files(fs, wal_dir)
     if not files:
         return None, covered
-    cfg_hash = decode_header(fs.read_file(files[0][1])[:HEADER_LEN], files[0][1]).cfg_hash
-    return plan_recovery(fs, wal_dir, cfg_hash, mode, covered), covered
+    return plan_recovery(fs, wal_dir, _layout_hash(fs, files), mode, covered), covered
+
+
+def _layout_hash(fs: FileSystem, files: list[tuple[int | None, str]]) -> bytes:
+    """The segment_cfg_hash recovery is planned under. QuiverStore.open passes its layout's; the
+    CLI does not know the layout, so it takes the first WAL header that decodes. plan_recovery then
+    decides each file itself, as on open: an active file cut short while being created (no whole
+    header, or a header and nothing but zeros) is recreated whatever the hash, a damaged header
+    elsewhere refuses to open, headers that disagree refuse to open. When no header decodes, any hash
+    gives the same decisions (none equals a header that does not decode)."""
+    for _, path in files:
+        try:
+            return decode_header(fs.read_file(path)[:HEADER_LEN], path).cfg_hash
+        except CorruptionError:
+            continue
+    return bytes(32)
 
 
 NON_FINITE = {"NaN": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -431,7 +445,11 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     for err in plan.corruptions:
         console.print(f"[red]corruption:[/red] {escape(str(err))}", soft_wrap=True)
     for act in plan.actions:
-        console.print(escape(f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}"), soft_wrap=True)
+        if act.kind == "recreate":  # the whole file goes; a new empty log takes its place
+            what = f"would recreate: {act.path} ({fs.file_size(act.path)} bytes, holds no acknowledged entry) — {act.reason}"
+        else:
+            what = f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}"
+        console.print(escape(what), soft_wrap=True)
     console.print(f"bytes that would be quarantined: {plan.quarantined_bytes}")
     return 1 if plan.corruptions else 0
 

@@ -10,7 +10,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, progress_ledger
+from quiver_store import (
+    CorruptionError,
+    QuiverStore,
+    RecordBundle,
+    SegmentConfig,
+    StoreConfig,
+    WalConfig,
+    progress_ledger,
+)
 from quiver_store.cli import main
 
 QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
@@ -147,6 +155,63 @@ def test_replay_of_a_clean_crash(tmp_path, capsys):
     assert main(["replay", str(root)]) == 0
     out = capsys.readouterr().out
     assert "entries to replay into the open segment: 5" in out
+
+
+HALF_CREATED = {  # an active WAL the power cut while it was being created: recreated on open
+    "short garbage": b"garbage\n",
+    "empty": b"",
+    "garbage header, zeros after": b"\x5a" * 30 + bytes(4096),
+}
+DAMAGED_HEADER = {"garbage header, data after": b"\x5a" * 30 + b"\x01" * 64}  # open refuses
+
+
+@pytest.mark.parametrize("content", [*HALF_CREATED.values(), *DAMAGED_HEADER.values()], ids=[*HALF_CREATED, *DAMAGED_HEADER])
+@pytest.mark.parametrize("recovery", ["point_in_time", "strict"])
+def test_replay_says_what_open_does_with_a_half_created_active_wal(tmp_path, capsys, content, recovery):
+    """Was: replay said recovery 'would refuse to open: ... WAL header is truncated (8 of 30 bytes)'
+    (exit 2) of a file QuiverStore.open recreates (docs/reliability.md)."""
+    wal = tmp_path / "wal" / "quiver.wal"
+    wal.parent.mkdir()
+    wal.write_bytes(content)
+    code = main(["replay", str(tmp_path), "--recovery", recovery])
+    out = " ".join(capsys.readouterr().out.split())
+    assert wal.read_bytes() == content  # read-only
+    if content in HALF_CREATED.values():
+        assert code == 0, out
+        assert (
+            f"would recreate: {wal} ({len(content)} bytes, holds no acknowledged entry) — active WAL file was cut "
+            "while being created" in out
+        )
+        assert "refuse" not in out and "entries to replay into the open segment: 0" in out
+        with QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(recovery=recovery))) as store:
+            assert list(store.bundles()) == []
+        assert wal.read_bytes() != content  # a new log
+    else:
+        assert code == 2 and f"recovery mode {recovery!r} would refuse to open: {wal} at offset 0:" in out
+        with pytest.raises(CorruptionError, match="at offset 0"):
+            QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(recovery=recovery)))
+
+
+def test_replay_and_dump_read_the_layout_hash_from_a_header_that_decodes(tmp_path, capsys):
+    """A crashed store whose active WAL (rotated chunks before it) was then cut while recreated."""
+    store = QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(rotation_size=4096), segment=QUIET.segment))
+    for i in range(40):
+        store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([i] * 100, pa.int64())})}))
+    store._abandon()
+    chunks = sorted(p.name for p in (tmp_path / "wal").glob("quiver.wal.*"))
+    assert chunks, "the test needs rotated chunks"
+    (tmp_path / "wal" / "quiver.wal").write_bytes(b"\x5a" * 12)
+    assert main(["replay", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "would recreate:" in out and "refuse" not in out
+    assert main(["dump", str(tmp_path)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    dumped = [r for r in rows if r["segment"] is None]  # from the WAL
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        replayed = store.stats()["replayed_entries"]
+        store.flush()
+        assert [b.slots[0]["i"][0].as_py() for _, _, b in store.bundles()] == [r["slots"]["0"][0]["i"] for r in rows]
+    assert len(dumped) == replayed > 0
 
 
 def test_missing_store_is_a_clear_error(tmp_path, capsys):
