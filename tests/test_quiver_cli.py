@@ -183,11 +183,17 @@ def test_replay_says_what_open_does_with_a_half_created_active_wal(tmp_path, cap
             "while being created" in out
         )
         assert "refuse" not in out and "entries to replay into the open segment: 0" in out
+        assert main(["verify", str(tmp_path)]) == 0  # was: CORRUPT, exit 1
+        out = " ".join(capsys.readouterr().out.split())
+        assert "cut while being created (holds no acknowledged entry): QuiverStore.open recreates it" in out
+        assert "CORRUPT" not in out
         with QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(recovery=recovery))) as store:
             assert list(store.bundles()) == []
         assert wal.read_bytes() != content  # a new log
     else:
         assert code == 2 and f"recovery mode {recovery!r} would refuse to open: {wal} at offset 0:" in out
+        assert main(["verify", str(tmp_path)]) == 1
+        assert "CORRUPT" in capsys.readouterr().out
         with pytest.raises(CorruptionError, match="at offset 0"):
             QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(recovery=recovery)))
 
