@@ -37,8 +37,9 @@ from .presence import (
     scan_wal_file,
     segment_span,
 )
+from .segment.info import SegmentInfo
 from .segment.reader import SegmentReader
-from .segment.schema_view import representative_schema
+from .segment.schema_view import check_slot_streams, representative_schema, slot_schema
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
@@ -126,12 +127,18 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
     streams = Table(title="streams")
     for col in ("seq", "stream", "slot", "fingerprint", "rows", "chunks", "bytes", "event time", "columns"):
         streams.add_column(col)
-    schemas: dict[int, list[pa.Schema]] = {}
+    schemas: dict[int, list[SegmentInfo]] = {}
+    conflicts: dict[int, list[str]] = {}  # slot -> segments whose own streams disagree
     bad = 0
     for seq in seqs:
         try:
             with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
                 info = reader.info
+                if args.schemas:
+                    for slot in info.representative_schemas:
+                        conflict = _stream_conflict(reader, slot)
+                        if conflict:
+                            conflicts.setdefault(slot, []).append(conflict)
         except QuiverError as exc:
             if getattr(exc, "errno", None) == errno.ENOENT:  # a live store's retention deleted it after the listing
                 segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", "deleted by retention while listing")
@@ -149,26 +156,42 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
                 str(seq), str(st.stream_id), str(st.slot), st.fingerprint.hex()[:16], str(st.rows), str(st.chunks),
                 _size(st.bytes), ev, str(len(st.present_columns)),
             )
-        for slot, schema in info.representative_schemas.items():
-            schemas.setdefault(slot, []).append(schema)
+        for slot in info.representative_schemas:
+            schemas.setdefault(slot, []).append(info)
     console.print(segs)
     console.print(subscriber_table(args.path, fs, on_disk=seqs))  # marks, gaps, lag (subscriber/report.py)
     if args.streams:
         console.print(streams)
     if args.schemas:
         for slot, group in sorted(schemas.items()):
-            _print_schema(console, slot, group)
+            _print_schema(console, slot, group, conflicts.get(slot, []))
     return 1 if bad else 0
 
 
-def _print_schema(console: Console, slot: int, group: list[pa.Schema]) -> None:
-    """The slot's representative schema over every segment holding it (what load_table reads)."""
+def _stream_conflict(reader: SegmentReader, slot: int) -> str | None:
+    """Why the slot's streams in this segment cannot be merged, if they cannot (its recorded
+    representative schema shows only the first type); None too for a damaged stream, which
+    quiver verify names."""
+    try:
+        check_slot_streams(reader, slot)
+    except CorruptionError:
+        return None
+    except QuiverError as exc:
+        return str(exc)
+    return None
+
+
+def _print_schema(console: Console, slot: int, group: list[SegmentInfo], conflicts: list[str]) -> None:
+    """The slot's representative schema over every segment holding it (what load_table reads),
+    naming the segments whose types for a column cannot be merged, across segments or within one."""
     where = f"{len(group)} segment{'s' if len(group) > 1 else ''}"
     try:
-        schema = representative_schema(group)
+        schema = slot_schema(group, slot)
     except QuiverError as exc:
-        schema = representative_schema(group, strict=False)
-        where += f"; [red]the segments disagree[/red] ({escape(str(exc))}), first type kept"
+        schema = representative_schema([i.representative_schemas[slot] for i in group], strict=False)
+        conflicts = [f"the segments disagree ({exc})", *conflicts]
+    if conflicts:
+        where += "; [red]" + escape("; ".join(conflicts)) + "[/red]; load_table raises QuiverError for this slot; first type kept"
     console.print(f"[bold]slot {slot}[/bold] representative schema over {where}:\n{escape(str(schema))}\n", soft_wrap=True)
 
 

@@ -422,3 +422,19 @@ def test_inspect_schemas_covers_every_segment_and_names_a_disagreement(tmp_path,
     assert "slot 7 representative schema over 2 segments: s: string t: int32" in out
     assert "slot 8 representative schema over 2 segments; the segments disagree (" in out
     assert "first type kept: n: int64" in out
+
+
+def test_inspect_schemas_names_streams_of_one_segment_that_disagree(tmp_path, capsys):
+    """Was: `x: int64` and no word of the string stream, although load_table then failed."""
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(RecordBundle({1: pa.record_batch({"x": pa.array([1], pa.int64())}), 2: pa.record_batch({"y": [1]})}))
+        store.ingest(RecordBundle({1: pa.record_batch({"x": ["s"]}), 2: pa.record_batch({"y": pa.array([2], pa.int32())})}))
+    segment = tmp_path / "segments" / "0000000000000000.qseg"
+    assert main(["inspect", str(tmp_path), "--schemas"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"slot 1 representative schema over 1 segment; segment 0 ({segment}): the streams of slot 1 disagree: stream 2 "
+        "cannot be merged with stream 0: column x: types int64 and string have no common representative type"
+    ) in out
+    assert "load_table raises QuiverError for this slot; first type kept: x: int64" in out
+    assert "slot 2 representative schema over 1 segment: y: int64" in out  # int64 and int32 merge

@@ -131,3 +131,46 @@ def test_conforming_random_schemas_keeps_values(specs, rows):
         for name in b.schema.names:
             got = table.column(name).slice(start, rows).to_pylist()
             assert got == plain(b).column(name).to_pylist()
+
+
+def _x(values, type_):  # type: ignore[no-untyped-def]
+    return pa.record_batch({"x": pa.array(values, type_)})
+
+
+def test_streams_of_one_segment_whose_types_cannot_be_merged_are_named(tmp_path):
+    """Was: slot_schema said x: int64 (the writer keeps a conflicting column's first type in the
+    segment's representative schema) and load_table then failed with "column 'x' cannot be
+    conformed to int64", naming neither the segment nor the other type."""
+    path = _segment(tmp_path, "0.qseg", 0, [_x([1], pa.int64()), _x(["s"], pa.string())])
+    expected = (
+        f"segment 0 ({path}): the streams of slot 30 disagree: stream 1 cannot be merged with stream 0: column x: "
+        "types int64 and string have no common representative type"
+    )
+    with SegmentReader.open(path) as reader:
+        assert reader.info.representative_schemas[30] == pa.schema([("x", pa.int64())])
+        with pytest.raises(QuiverError) as caught:
+            slot_schema([reader], 30)
+        assert str(caught.value).startswith(expected)
+        assert slot_schema([reader.info], 30) == pa.schema([("x", pa.int64())])  # metadata alone cannot show it
+    with pytest.raises(QuiverError) as caught:
+        load_table([path], 30)
+    assert str(caught.value).startswith(expected)
+    with pytest.raises(QuiverError, match=r"^column 'x' cannot be conformed to int64"):  # a schema given: as before
+        load_table([path], 30, schema=pa.schema([("x", pa.int64())]))
+
+
+def test_streams_of_one_segment_that_merge_still_load(tmp_path):
+    path = _segment(tmp_path, "0.qseg", 0, [_x([1], pa.int32()), _x([2], pa.int64()), _x([3], pa.int32())])
+    table = load_table([path], 30)
+    assert table.schema == pa.schema([("x", pa.int64())]) and table.column("x").to_pylist() == [1, 2, 3]
+
+
+def test_segments_whose_types_cannot_be_merged_are_named(tmp_path):
+    p0 = _segment(tmp_path, "0.qseg", 0, [_x([1], pa.int64())])
+    p1 = _segment(tmp_path, "1.qseg", 1, [_x([1], pa.int32())])
+    p2 = _segment(tmp_path, "2.qseg", 2, [_x(["s"], pa.string())])
+    with pytest.raises(QuiverError) as caught:
+        load_table([p0, p1, p2], 30)
+    assert str(caught.value).startswith(
+        "slot 30: segment 2 cannot be merged with segment 0: column x: types int64 and string have no common representative type"
+    )

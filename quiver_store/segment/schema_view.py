@@ -134,10 +134,62 @@ def _readers(segments: Iterable[SegmentReader | str], fs: FileSystem) -> tuple[l
 
 
 def slot_schema(segments: Iterable[SegmentReader | SegmentInfo], slot: int) -> pa.Schema | None:
-    """Representative schema of `slot` across segments (from their metadata), None if absent."""
+    """Representative schema of `slot` across segments (from their metadata), None if absent.
+
+    QuiverError names the segment whose types for a column cannot be merged with the segments
+    before it, and, for an open reader, a segment whose own streams of the slot disagree
+    (check_slot_streams); a SegmentInfo alone cannot show the latter, its streams are not read."""
+    segments = list(segments)
+    for seg in segments:
+        if isinstance(seg, SegmentReader):
+            check_slot_streams(seg, slot)
     infos = [s.info if isinstance(s, SegmentReader) else s for s in segments]
-    found = [i.representative_schemas[slot] for i in infos if slot in i.representative_schemas]
-    return representative_schema(found) if found else None
+    found = [(f"segment {i.seq}", i.representative_schemas[slot]) for i in infos if slot in i.representative_schemas]
+    return merge_named(found, f"slot {slot}") if found else None
+
+
+def merge_named(parts: list[tuple[str, pa.Schema]], what: str) -> pa.Schema:
+    """The representative schema of `parts` (name, schema); QuiverError naming the first part
+    whose types cannot be merged with those before it, and the earlier part it conflicts with."""
+    merged: pa.Schema | None = None
+    for index, (name, schema) in enumerate(parts):
+        try:
+            merged = schema if merged is None else representative_schema([merged, schema])
+        except QuiverError as exc:
+            earlier = [n for n, s in parts[:index] if _conflicts(s, schema)][:1] or ["the ones before it"]
+            raise QuiverError(f"{what}: {name} cannot be merged with {earlier[0]}: {exc}") from None
+    return representative_schema([s for _, s in parts])
+
+
+def _conflicts(a: pa.Schema, b: pa.Schema) -> bool:
+    try:
+        representative_schema([a, b])
+    except QuiverError:
+        return True
+    return False
+
+
+def stream_schemas(reader: SegmentReader, slot: int) -> list[tuple[int, pa.Schema]]:
+    """(stream id, schema as stored) of every stream of `slot` in one segment. A segment records
+    one representative schema per slot, which the writer builds keeping the first type of a column
+    whose types cannot be merged, so only the streams show such a conflict; this reads the schema
+    of each (its first record batch: the stream's checksum is verified if the reader does that)."""
+    return [
+        (st.stream_id, reader.record_batch(st.stream_id, 0).schema)
+        for st in reader.info.streams
+        if st.slot == slot and st.batches
+    ]
+
+
+def check_slot_streams(reader: SegmentReader, slot: int) -> None:
+    """QuiverError naming the segment, the streams and the column when the streams of `slot` in
+    this segment have types that cannot be merged (the same column stored as int64 by one bundle
+    and as string by another): load_table would fail conforming one of them to the segment's
+    representative schema, which shows only the first type. A slot with one stream passes unread."""
+    if sum(1 for st in reader.info.streams if st.slot == slot) < 2:
+        return
+    parts = [(f"stream {sid}", schema) for sid, schema in stream_schemas(reader, slot)]
+    merge_named(parts, f"segment {reader.info.seq} ({reader.path}): the streams of slot {slot} disagree")
 
 
 def _slot_batches(reader: SegmentReader, slot: int) -> Iterator[pa.RecordBatch]:
