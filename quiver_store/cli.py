@@ -22,6 +22,7 @@ from rich.table import Table
 from . import progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .engine import (
+    LOCK_NAME,
     list_segment_seqs,
     newest_covered_sequence,
     segment_path,
@@ -494,6 +495,38 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     return 1 if plan.corruptions else 0
 
 
+OPEN_ELSEWHERE = (
+    "note: another process has this store open (its LOCK is held); the files may change while they are read"
+)
+
+
+def _held_open(path: str) -> bool:
+    """Whether a live QuiverStore holds the store at `path`: it keeps an exclusive flock on the
+    store directory and on its LOCK file (a writer of an older version locks only LOCK). Each is
+    probed with a non-blocking shared flock, released at once: it fails only against a holder's
+    exclusive lock, and probes of concurrent `quiver` commands do not conflict with each other.
+    Nothing is created (no LOCK file means no lock). A writer opening the store in the instant a
+    probe holds its shared lock would be refused as if another writer held it."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): nothing to tell
+        return False
+    for target, flags in ((path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)), (os.path.join(path, LOCK_NAME), os.O_RDONLY)):
+        try:
+            fd = os.open(target, flags)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:  # a file system without flock: cannot tell
+            continue
+        finally:
+            os.close(fd)  # releases the probe's lock, if it got one
+    return False
+
+
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -532,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(width=max(Console().width, 140))
     handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]
+    if os.path.isdir(args.path) and _held_open(args.path):
+        _stderr().print(OPEN_ELSEWHERE)
     try:
         return handler(args, console, DEFAULT_FS)
     except BrokenPipeError:  # the reader went away (`quiver dump ... | head`): stop quietly, as cat does

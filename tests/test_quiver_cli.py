@@ -438,3 +438,82 @@ def test_inspect_schemas_names_streams_of_one_segment_that_disagree(tmp_path, ca
     ) in out
     assert "load_table raises QuiverError for this slot; first type kept: x: int64" in out
     assert "slot 2 representative schema over 1 segment: y: int64" in out  # int64 and int32 merge
+
+
+OPEN_NOTE = "note: another process has this store open (its LOCK is held); the files may change while they are read"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_store_held_open_is_noted_on_stderr_and_the_writer_goes_on(tmp_path, capsys, command):
+    """Was: silence, although the guide says to run verify on a closed store. flock conflicts
+    between separately opened descriptors in one process too, so a QuiverStore here holds it."""
+    store = QuiverStore.open(tmp_path, QUIET)
+    try:
+        store.ingest(bundle(0))
+        store.flush()
+        store.ingest(bundle(1))
+        assert main([command, str(tmp_path)]) == 0
+        err = capsys.readouterr().err
+        assert err.splitlines().count(OPEN_NOTE) == 1
+        store.ingest(bundle(2))  # the probe took nothing from the writer
+    finally:
+        store.close()
+    with QuiverStore.open(tmp_path, QUIET) as store:  # and released everything
+        assert len(list(store.bundles())) == 3
+    assert main([command, str(tmp_path)]) == 0
+    assert OPEN_NOTE not in capsys.readouterr().err
+
+
+def _hold(path: Path, directory: bool):  # type: ignore[no-untyped-def]
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+@pytest.mark.parametrize("held", ["directory", "LOCK"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_either_lock_held_is_noted_and_nothing_else_changes(tmp_path, capsys, command, held):
+    """The writer locks the store directory and LOCK (an older writer LOCK only): each is enough.
+    Output and exit code are those of the same store with no holder (a damaged one here)."""
+    root, receipts = crashed_store(tmp_path)
+    flip_wal_byte(root, receipts[1].wal_offset + 50)
+    expected = main([command, str(root)])
+    assert expected == (0 if command == "inspect" else 1)
+    plain = capsys.readouterr()
+    assert OPEN_NOTE not in plain.err
+    fd = _hold(root if held == "directory" else root / "LOCK", held == "directory")
+    try:
+        assert main([command, str(root)]) == expected
+        out, err = capsys.readouterr()
+    finally:
+        os.close(fd)
+    assert err == OPEN_NOTE + "\n" + plain.err
+    assert out == plain.out
+
+
+def test_a_store_held_by_another_process_is_noted(tmp_path, capsys):
+    import subprocess
+    import sys
+    import textwrap
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from quiver_store import QuiverStore
+            with QuiverStore.open({str(tmp_path)!r}) as store:
+                print("open", flush=True)
+                sys.stdin.readline()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "open\n"
+        assert main(["verify", str(tmp_path)]) == 0
+        assert capsys.readouterr().err == OPEN_NOTE + "\n"
+    finally:
+        writer.communicate("\n", timeout=60)
+    assert writer.returncode == 0
+    assert main(["verify", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == ""
