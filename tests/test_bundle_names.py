@@ -67,3 +67,23 @@ def test_nothing_is_logged_for_a_refused_bundle(tmp_path: Path) -> None:
         store.ingest(RecordBundle({9: pa.RecordBatch.from_arrays([pa.array([1]), pa.array([2])], names=["a", "b"])}))
     with QuiverStore.open(tmp_path, QUIET) as store:
         assert [b.slots[9].to_pylist() for _, _, b in store.bundles()] == [[{"a": 1, "b": 2}]]
+
+
+def test_verify_names_a_segment_stored_before_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its checksums are fine, but its bundles cannot be read back: REFUSED, exit 1 (was a one-line
+    abort, exit 2, once the check existed)."""
+    from quiver_store import bundle as bundle_module
+    from quiver_store.cli import main
+
+    with monkeypatch.context() as patched:
+        patched.setattr(bundle_module, "repeated_names", lambda schema: [])  # as before the check
+        with QuiverStore.open(tmp_path, QUIET) as store:
+            store.ingest(RecordBundle({9: pa.RecordBatch.from_arrays([struct(["x", "x"])], names=["st"])}))
+    assert main(["verify", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    segment = tmp_path / "segments" / "0000000000000000.qseg"
+    assert "segments/0000000000000000.qseg │ - │ REFUSED" in out
+    assert (
+        f"error: {segment}: a stored bundle is refused when read back (RecordBundle: slot 9: struct column 'st' uses "
+        "the field name 'x' more than once"
+    ) in out
