@@ -117,6 +117,8 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
         except CorruptionError as exc:
             desc = f"[red]{escape(str(exc))}"
+            if path in _recreated_on_open(fs, wal_dir, seg_dir):
+                desc = f"[yellow]{escape(str(exc))}: cut while being created (holds no acknowledged entry), QuiverStore.open recreates it"
         wal.add_row(os.path.basename(path), _size(len(data)), desc)
     point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
     wal.caption = f"sidecar: {point}" if point else f"sidecar: {problem or 'none'}"

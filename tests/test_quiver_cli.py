@@ -187,6 +187,9 @@ def test_replay_says_what_open_does_with_a_half_created_active_wal(tmp_path, cap
         out = " ".join(capsys.readouterr().out.split())
         assert "cut while being created (holds no acknowledged entry): QuiverStore.open recreates it" in out
         assert "CORRUPT" not in out
+        assert main(["inspect", str(tmp_path)]) == 0
+        out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the cell wraps
+        assert "cut while being created (holds no acknowledged entry), QuiverStore.open recreates it" in out
         with QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(recovery=recovery))) as store:
             assert list(store.bundles()) == []
         assert wal.read_bytes() != content  # a new log
