@@ -32,22 +32,6 @@ MAX_MESSAGE_DEPTH = 100
 
 # AnyValue oneof field number -> OTAP type code.
 TYPE_OF_FIELD = {1: STR, 2: BOOL, 3: INT, 4: DOUBLE, 5: SLICE, 6: MAP, 7: BYTES}
-ONEOF_OF_TYPE = {
-    STR: "string_value",
-    INT: "int_value",
-    DOUBLE: "double_value",
-    BOOL: "bool_value",
-    BYTES: "bytes_value",
-}
-TYPE_OF_ONEOF = {
-    "string_value": STR,
-    "int_value": INT,
-    "double_value": DOUBLE,
-    "bool_value": BOOL,
-    "bytes_value": BYTES,
-    "kvlist_value": MAP,
-    "array_value": SLICE,
-}
 
 
 class _TooDeep(Exception):

@@ -34,7 +34,6 @@ REP_FIXED64 = 7  # repeated fixed64 / double, packed or not
 REP_VARINT = 8  # repeated varint, packed or not
 REJECT = 9  # a field OTAP cannot represent: conversion fails rather than losing it
 
-_WIRE_OF_KIND = {VARINT: 0, FIXED64: 1, FIXED32: 5, LEN: 2, MSG: 2, REP_MSG: 2}
 
 MAX_FIELD = 32
 MAX_DEPTH = 16

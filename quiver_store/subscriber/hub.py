@@ -12,18 +12,12 @@ from typing import Any
 
 from ..config import StoreConfig
 from ..fs import DEFAULT_FS, FileSystem
-from ..retention import Retention, StoreHooks, core_label
+from ..retention import Retention, core_label
 from . import otel
 from .registry import BundleReader, SegmentRef, Start, SubscriberRegistry
 from .subscription import Subscription
 
 log = logging.getLogger("quiver_store")
-
-
-class _EngineHooks(StoreHooks):
-    """Only the hook methods; documents what the hub needs from QuiverStore."""
-
-    def add_finalize_listener(self, fn: Any) -> None: ...
 
 
 def _open_reader(fs: FileSystem):  # type: ignore[no-untyped-def]

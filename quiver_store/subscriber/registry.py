@@ -453,10 +453,6 @@ class SubscriberRegistry:
         with self._lock:
             return seq in self.catalog and self._processed_locked(seq)
 
-    def has_pinning_subscribers(self) -> bool:
-        with self._lock:
-            return any(not s.orphaned for s in self._by_id.values())
-
     def drop_segment(self, seq: int) -> dict[str, int]:
         """Durably record `dropped` for every outstanding (seq, bundle, subscriber) before a deletion.
 

@@ -7,8 +7,6 @@ the newest chunk's (or the sidecar's generation when every chunk was deleted).
 
 from __future__ import annotations
 
-import os
-
 from ..fs import FileSystem
 
 ACTIVE = "quiver.wal"
@@ -27,6 +25,3 @@ def list_chunks(fs: FileSystem, wal_dir: str) -> list[int]:
             gens.append(int(name[len(ACTIVE) + 1 :]))
     return sorted(gens)
 
-
-def path_of(wal_dir: str, generation: int, active_generation: int) -> str:
-    return os.path.join(wal_dir, ACTIVE if generation == active_generation else chunk_name(generation))
