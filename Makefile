@@ -10,8 +10,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(PY)
+# interop/js/node_modules (Apache Arrow JS, protobufjs) for tests/test_interop_js.py, from the lock file;
+# without npm the demo still runs and that test fails saying what is missing.
+$(STAMP): pyproject.toml interop/js/package-lock.json | $(PY)
 	$(PY) -m pip install --quiet -e ".[dev,spark]"
+	@if command -v npm >/dev/null; then npm ci --prefix interop/js --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null; \
+	else echo "npm not found: Node.js 18+ is needed by tests/test_interop_js.py (then: npm ci --prefix interop/js)" >&2; fi
 	touch $(STAMP)
 
 demo: $(STAMP)
