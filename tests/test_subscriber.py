@@ -38,6 +38,7 @@ class FakeStore:
         self.config = config or StoreConfig(wal=WalConfig(durability="none"))
         self.seg_dir = os.path.join(root, "segments")
         os.makedirs(self.seg_dir, exist_ok=True)
+        self.set_aside_segments: set[int] = set()  # damaged segments the engine moved aside at open
         self._segments = {}
         for name in sorted(os.listdir(self.seg_dir)):
             if name.endswith(".qseg"):

@@ -61,14 +61,15 @@ def to_otlp_json(bundle: OtapBundle) -> str:
     return json.dumps(doc)
 
 
-def load_json(document: Any, expected: str) -> Any:
+def load_json(document: Any, expected: str, too_deep: ConversionError | None = None) -> Any:
     """The parsed JSON of text or bytes; an already parsed document (dict or list) as a deep copy,
-    since the converters rewrite it in place. `expected` names the input in the error."""
+    since the converters rewrite it in place. `expected` names the input in the error; `too_deep`
+    replaces the error for nesting past Python's recursion limit."""
     if isinstance(document, (dict, list)):
         try:
             return copy.deepcopy(document)
         except RecursionError:
-            raise ConversionError(f"invalid {expected}: nested deeper than Python can copy") from None
+            raise too_deep or ConversionError(f"invalid {expected}: nested deeper than Python can copy") from None
     if not isinstance(document, (str, bytes, bytearray, memoryview)):
         raise ConversionError(f"expected {expected} as str or bytes (or the object json.loads made of it), got {type(document).__name__}")
     try:
@@ -76,12 +77,12 @@ def load_json(document: Any, expected: str) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConversionError(f"invalid JSON: {exc}") from None
     except RecursionError:
-        raise ConversionError(f"invalid {expected}: nested deeper than Python's JSON parser goes") from None
+        raise too_deep or ConversionError(f"invalid {expected}: nested deeper than Python's JSON parser goes") from None
 
 
 def otlp_json_to_message(document: str | bytes | bytearray | dict[str, Any], signal: Signal | str | None = None) -> Any:
     """Parse OTLP/JSON (text or a parsed object) into the protobuf request message (hex ids accepted)."""
-    doc = load_json(document, "OTLP/JSON")
+    doc = load_json(document, "OTLP/JSON", _too_deep())
     if not isinstance(doc, dict):
         raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)
