@@ -400,7 +400,9 @@ class QuiverStore:
         self._progress_read = False
         self._ledger: dict[str, int] | None = None  # the ledger file's offsets, once read
         # Applier state. One lock, three conditions, so each wake-up reaches only the thread it is for.
-        lock = threading.RLock()
+        # Blocks take the RLock itself, not a Condition: Condition.__enter__/__exit__ are Python code,
+        # where a signal handler's exception (sys.exit in a SIGTERM handler) can leave the lock held.
+        self._lock = lock = threading.RLock()
         self._cv = threading.Condition(lock)  # progress: inbox drained (_admit), sealed queue shrank (_seal)
         self._apply_cv = threading.Condition(lock)  # the applier waits here for inbox items
         self._finalize_cv = threading.Condition(lock)  # the finalizer waits here for sealed segments
@@ -422,10 +424,13 @@ class QuiverStore:
         self._closed = False
         self._closer: int | None = None  # the thread running close(); a concurrent close waits for it
         self._close_lock = threading.Lock()
-        # Ingests under way on any thread: close() refuses new ones, then waits for these before it
-        # finalizes and closes the WAL (an append on a closed descriptor could land in another file).
-        self._ingests = 0
-        self._ingests_cv = threading.Condition()
+        # Ingests under way, per thread: close() refuses new ones, then waits for those of other
+        # threads before it finalizes and closes the WAL (an append on a closed descriptor could land
+        # in another file). Its own thread's count may be stale: a signal handler's exception can
+        # interrupt the decrement.
+        self._ingesting: collections.Counter[int] = collections.Counter()
+        self._ingests_lock = threading.Lock()
+        self._ingests_cv = threading.Condition(self._ingests_lock)
         self._closing = False
         self._close_done = threading.Event()
         self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
@@ -507,18 +512,19 @@ class QuiverStore:
     def ingest(self, bundle: RecordBundle) -> BundleReceipt:
         """Append `bundle` to the WAL; return once durable under `wal.durability`."""
         with self._calls.inside():
-            with self._ingests_cv:
+            me = threading.get_ident()
+            with self._ingests_lock:
                 if self._closing and not self._closed:
                     raise StoreClosedError(f"store {self.path} is closing (close() called on another thread); this bundle was not stored")
-                self._ingests += 1
+                self._ingesting[me] += 1
             try:
                 receipt = self._ingest(bundle)
                 if progress.PROGRESS_SLOT in bundle.slots:
                     self._note_progress(bundle)
                 return receipt
             finally:
-                with self._ingests_cv:
-                    self._ingests -= 1
+                with self._ingests_lock:
+                    self._ingesting[me] -= 1
                     self._ingests_cv.notify_all()
 
     def _ingest(self, bundle: RecordBundle) -> BundleReceipt:
@@ -590,7 +596,7 @@ class QuiverStore:
         if self._inbox_bytes < self._inbox_limit:
             return
         deadline = time.monotonic() + self.config.retention.backpressure_timeout
-        with self._cv:
+        with self._lock:
             while self._inbox_bytes >= self._inbox_limit and not self._stopping:
                 if self._calls.deferring():  # close() from a signal handler that interrupted this wait
                     raise StoreClosedError(f"store {self.path} is closing (close() called during ingest); this bundle was not stored")
@@ -610,7 +616,7 @@ class QuiverStore:
         return and serialize its next bundle. The next commit wakes it just before its fdatasync
         (`_wake_applier`), when the GIL is free, or the applier's APPLY_LINGER timeout does.
         """
-        with self._cv:
+        with self._lock:
             direct = False
             for r in batch:
                 n = r.size
@@ -632,12 +638,12 @@ class QuiverStore:
         60 us, less than the fdatasync); fewer are picked up by the next such wake-up or by its
         APPLY_LINGER timeout. An idle applier is woken at once by `_on_commit`."""
         if len(self._inbox) >= APPLY_BATCH:
-            with self._cv:
+            with self._lock:
                 self._apply_cv.notify()
 
     # -- applier -----------------------------------------------------------------------------------
     def _push(self, item: tuple) -> None:
-        with self._cv:
+        with self._lock:
             if item[0] == "entry":
                 self._inbox_bytes += item[5]
             self._inbox.append(item)
@@ -652,7 +658,7 @@ class QuiverStore:
         seg_cfg = self.config.segment
         linger = False  # the last round applied entries: more are likely, woken by the next fdatasync
         while True:
-            with self._cv:
+            with self._lock:
                 while not self._inbox and not self._stopping:
                     timeout = None
                     if self._open is not None:
@@ -690,7 +696,7 @@ class QuiverStore:
                         if item[0] == "seal" and item[2] is not None:
                             _fail(item[2], QuiverError(f"sealing the open segment ({item[1]!r}) failed: {exc!r}"))
             if items:
-                with self._cv:
+                with self._lock:
                     self._inbox_bytes -= sum(i[5] for i in items if i[0] in ("entry", "direct"))
                     self._cv.notify_all()
             if self._open is not None and time.monotonic() >= self._open_deadline:
@@ -745,7 +751,7 @@ class QuiverStore:
         if self._open is not None and not self._open.is_empty:
             self._seal("direct bundle")
         self._open = None
-        with self._cv:
+        with self._lock:
             self._wait_for_room()
             if self._abandoned:
                 _fail(written, StoreClosedError(f"store {self.path} stopped before bundle {seq} was stored"))
@@ -761,7 +767,7 @@ class QuiverStore:
 
     def _seal(self, reason: str, fut: Future | None = None) -> None:
         """Hand the open segment (or, when empty, a barrier) to the finalizer."""
-        with self._cv:
+        with self._lock:
             if self._abandoned:
                 return
             trigger = ""
@@ -795,7 +801,7 @@ class QuiverStore:
     def _finalize_loop(self) -> None:
         delay = RETRY_BACKOFF[0]
         while True:
-            with self._cv:
+            with self._lock:
                 while not self._sealed and not self._stopping:
                     self._finalize_cv.wait()
                 if not self._sealed or self._abandoned:
@@ -809,7 +815,7 @@ class QuiverStore:
                 self.stats_counters["last_finalize_error"] = repr(exc)
                 log.error("finalize of a segment (%d bundles) failed, data kept in memory and WAL: %s", sealed.segment.bundle_count if sealed.segment else 0, exc)
                 failure = self._finalize_failure(exc)
-                with self._cv:
+                with self._lock:
                     for queued in self._sealed:  # everyone waiting behind the failing segment hears of it
                         dropped = QuiverError(f"bundle {queued.first_sequence} was not stored: a segment write failed ({exc!r})")
                         for w in queued.waiters:
@@ -825,7 +831,7 @@ class QuiverStore:
                 continue
             delay = RETRY_BACKOFF[0]
             self._finalize_error = None
-            with self._cv:
+            with self._lock:
                 if self._sealed and self._sealed[0] is sealed:  # _abandon or a failure may have removed it
                     self._sealed.popleft()
                 self._cv.notify_all()
@@ -943,10 +949,7 @@ class QuiverStore:
     def _close(self) -> None:
         error: BaseException | None = None
         self._hub.retention.closed = True  # an ingest waiting for space at the size cap gives up now
-        with self._ingests_cv:
-            self._closing = True
-            while self._ingests:
-                self._ingests_cv.wait()
+        self._wait_for_ingests()
         try:
             self.finalize_now("close")
             self._give_back_reserved_numbers()
@@ -960,8 +963,22 @@ class QuiverStore:
         if error is not None:
             raise QuiverError(f"store {self.path} closed without finalizing its open segment (kept in the WAL): {error}") from error
 
+    def _wait_for_ingests(self) -> None:
+        """Refuse new ingests, then wait for those under way on other threads. Each ends within
+        retention.backpressure_timeout (its longest wait); past that, close goes on with a warning."""
+        me = threading.get_ident()
+        deadline = time.monotonic() + self.config.retention.backpressure_timeout + 5.0
+        with self._ingests_lock:
+            self._closing = True
+            while busy := sorted(t for t, n in self._ingesting.items() if n > 0 and t != me):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("store %s: closing while ingests on threads %s are still under way", self.path, busy)
+                    return
+                self._ingests_cv.wait(left)
+
     def _shutdown(self) -> None:
-        with self._cv:
+        with self._lock:
             self._stopping = True
             self._notify_all_threads()
         self._applier.join()
@@ -987,7 +1004,7 @@ class QuiverStore:
     def _abandon(self) -> None:
         """Test support: stop without finalizing, as a crash would (the WAL is left as written)."""
         self._hub.abandon()
-        with self._cv:
+        with self._lock:
             self._stopping = True
             self._abandoned = True  # like a crash: no new seal or finalize starts from here on
             self._notify_all_threads()
@@ -1173,7 +1190,7 @@ class QuiverStore:
     def open_segment_bytes(self) -> int:
         """Bytes held in memory: the open segment, sealed ones not yet written, and committed bundles
         the applier has yet to add (counted by their WAL frame size)."""
-        with self._cv:
+        with self._lock:
             total = self._inbox_bytes + sum(s.segment.serialized_size for s in self._sealed if s.segment is not None)
             if self._open is not None:
                 total += self._open.serialized_size

@@ -323,7 +323,7 @@ class SubscriberRegistry:
         deadline = None if timeout is None else self._clock() + timeout
         lsn = None
         delivery: Delivery | None = None
-        with self._cond:
+        with self._lock:
             self._waiting[name] = self._waiting.get(name, 0) + 1
             try:
                 while True:
@@ -421,7 +421,7 @@ class SubscriberRegistry:
     def on_segment_finalized(self, info: Any) -> None:
         """Finalize listener: the segment is durable; make it deliverable and wake subscribers."""
         ref = SegmentRef(info.seq, info.bundle_count, info.path)
-        with self._cond:
+        with self._lock:
             if ref.seq in self.catalog:
                 return
             if ref.seq <= self.catalog.max_seen:
@@ -503,7 +503,7 @@ class SubscriberRegistry:
 
     def wait_for_progress(self, timeout: float) -> None:
         """Block until an ack, a drop or a deletion happens, or `timeout` seconds pass (backpressure)."""
-        with self._cond:
+        with self._lock:
             self._progress_waiters += 1
             try:
                 self._cond.wait(timeout)
@@ -511,7 +511,7 @@ class SubscriberRegistry:
                 self._progress_waiters -= 1
 
     def notify_progress(self) -> None:
-        with self._cond:
+        with self._lock:
             self._cond.notify_all()
 
     # -- orphans ----------------------------------------------------------------------------
@@ -625,7 +625,7 @@ class SubscriberRegistry:
 
     def abandon(self) -> None:
         """Stop as a crash would: no flush of buffered records, no checkpoint (test support)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._cond.notify_all()
         self._log.abandon()
@@ -637,7 +637,7 @@ class SubscriberRegistry:
         try:
             self.checkpoint()
         finally:
-            with self._cond:
+            with self._lock:
                 self._closed = True
                 self._cond.notify_all()
             with self._readers_lock:

@@ -56,7 +56,9 @@ class GroupCommitter:
         self.durability = config.durability
         self.flush_interval = config.flush_interval
         self.on_commit = on_commit
-        lock = threading.Lock()
+        # `with self._lock`, not `with self._cond`: a Condition's Python-level __exit__ can be cut
+        # short by a signal handler's exception, leaving the lock held (engine.py says more).
+        self._lock = lock = threading.Lock()
         self._cond = threading.Condition(lock)
         self._gather = threading.Condition(lock)  # a new leader waits here for producers mid-encode
         self._arriving = 0
@@ -65,6 +67,8 @@ class GroupCommitter:
         self._queue: list[Pending] = []
         self._queued_bytes = 0
         self._leader = False
+        self._leader_thread = 0  # who leads: a thread never waits for its own (stale) leadership
+        self._leading: list[Pending] = []  # the leader's batch, while it commits
         self._next_seq = next_sequence
         self._committed_through = next_sequence - 1
         self._failed: BaseException | None = None
@@ -77,18 +81,18 @@ class GroupCommitter:
 
     def arriving(self) -> None:
         """Announce an append that is still being serialized, so a new leader waits for it."""
-        with self._cond:
+        with self._lock:
             self._arriving += 1
 
     def cancel_arrival(self) -> None:
-        with self._cond:
+        with self._lock:
             self._arriving -= 1
             if self._gathering and not self._arriving:  # it waits for all of them: wake it once
                 self._gather.notify()
 
     def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any, *, announced: bool = False) -> Pending:
         """Queue one entry; return once it is durable under the configured policy."""
-        with self._cond:
+        with self._lock:
             seq = self._take_sequence(announced)
             frame = entry_parts(ENTRY_RECORD_BUNDLE, ts, seq, bitmap, parts, parts_len)
             req = Pending(seq, ts, frame, parts_len + FRAME_OVERHEAD + ENTRY_HEAD_LEN, payload)
@@ -108,7 +112,7 @@ class GroupCommitter:
         was committed and `on_commit` has handed it on, in order (nothing is written for it here)."""
         if self.durability == "none":
             raise QuiverError("a direct (WAL-bypassing) bundle needs wal.durability 'fsync' or 'os'")
-        with self._cond:
+        with self._lock:
             req = Pending(self._take_sequence(announced=False), ts, None, size, payload)
             self._queue.append(req)
             self._await(req)
@@ -133,7 +137,7 @@ class GroupCommitter:
     def _await(self, req: Pending) -> None:
         """Called holding the lock: lead or follow commits until `req` is committed or failed."""
         while not req.committed and req.error is None:
-            if not self._leader:
+            if not self._led_by_another():
                 self._lead(sync=self.durability == "fsync")
             else:
                 self._wait()
@@ -142,8 +146,8 @@ class GroupCommitter:
         """Write whatever is queued, fdatasynced under "fsync"; used by flush, close and the "none"
         timer. Nothing queued means nothing to do: under "fsync" every acknowledged entry is already
         synced, and a flush makes "os" and "none" entries durable in the segment file it fsyncs."""
-        with self._cond:
-            while self._leader:
+        with self._lock:
+            while self._led_by_another():
                 self._wait()
             if self._failed is not None:
                 raise QuiverError(f"the WAL stopped accepting writes after an I/O failure ({self._failed})")
@@ -187,9 +191,25 @@ class GroupCommitter:
     def has_buffered(self) -> bool:
         return bool(self._queue)
 
+    def _led_by_another(self) -> bool:
+        """Called holding the lock. Leadership this thread still holds is stale: an exception a signal
+        handler raised (sys.exit in a SIGTERM handler) cut its commit short at some bytecode, and a
+        close deferred to the end of that call must not wait for it. The entries of the cut batch
+        were not acknowledged; their waiters get an error instead of waiting forever."""
+        if self._leader and self._leader_thread == threading.get_ident():
+            self._leader = False
+            cut = QuiverError("the WAL commit of this entry was cut short by an exception a signal handler raised; it was not acknowledged")
+            for r in self._leading:  # followers in the cut batch would wait for it forever
+                if not r.committed and r.error is None:
+                    r.error = cut
+            self._leading = []
+            self._cond.notify_all()
+        return self._leader
+
     def _lead(self, sync: bool) -> BaseException | None:
         """Called holding the condition's lock; drops it around the I/O. Returns the I/O error, if any
         (the batch's requests carry it too)."""
+        self._leader_thread = threading.get_ident()
         self._leader = True
         if sync:  # let producers that are serializing right now join this group (bounded wait)
             deadline = time.monotonic() + GATHER_WAIT
@@ -206,8 +226,9 @@ class GroupCommitter:
         try:
             if self.flush_interval > 0 and self.durability != "none":
                 time.sleep(self.flush_interval)
-            with self._cond:
+            with self._lock:
                 batch, self._queue = self._queue, []
+                self._leading = batch
                 self._queued_bytes = 0
             if batch:
                 logged = [r for r in batch if r.frame is not None]
@@ -221,6 +242,7 @@ class GroupCommitter:
         finally:
             self._cond.acquire()
             self._leader = False
+            self._leading = []
             if error is not None:
                 for r in batch:
                     if r.position is None:
