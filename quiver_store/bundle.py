@@ -88,8 +88,6 @@ class RecordBundle:
                 raise BundleError(
                     f"RecordBundle: slot {slot}: expected a pyarrow.RecordBatch, got {type(batch).__name__}"
                 )
-            for where, repeated, names in repeated_names(batch.schema)[:1]:
-                raise BundleError(_repeated_message(slot, where, repeated, names))
             slots[int(slot)] = batch
         slots = dict(sorted(slots.items()))
         if self.fingerprints is not None and not isinstance(self.fingerprints, Mapping):
@@ -113,6 +111,13 @@ class RecordBundle:
         self.fingerprints = self._fingerprints
         if self.ingestion_time_ns is None:
             self.ingestion_time_ns = time.time_ns()
+
+    def check_names(self) -> None:
+        """BundleError for a repeated column or struct field name. `ingest` checks it; a bundle read
+        back from storage is not, so one stored before this check existed still reads back."""
+        for slot, batch in self.slots.items():
+            for where, repeated, names in repeated_names(batch.schema)[:1]:
+                raise BundleError(_repeated_message(slot, where, repeated, names))
 
     def fingerprint(self, slot: int) -> bytes:
         try:

@@ -27,7 +27,7 @@ from .engine import (
     newest_covered_sequence,
     segment_path,
 )
-from .errors import BundleError, CorruptionError, NotAStoreError, QuiverError
+from .errors import CorruptionError, NotAStoreError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
 from .presence import (
     AckEvidence,
@@ -254,13 +254,6 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             where = "" if exc.path else f"{path}: "
             errors.append(f"{where}{exc}")
             table.add_row(os.path.relpath(path, args.path), "-", "[red]CORRUPT")
-            continue
-        except BundleError as exc:  # checksums fine, but a bundle this version refuses to build
-            errors.append(
-                f"{path}: a stored bundle is refused when read back ({exc}); it was stored before that was checked, "
-                "and reading its bundles (store.bundles(), subscribers, quiver dump) fails"
-            )
-            table.add_row(os.path.relpath(path, args.path), "-", "[red]REFUSED")
             continue
         table.add_row(os.path.relpath(path, args.path), f"{n} bundles", "[green]ok")
     acks: AckEvidence | None = None
