@@ -1067,8 +1067,9 @@ class QuiverStore:
         retention deleted stay counted: they are kept in segments/progress.ledger before the file goes.
         """
         self._check_open()
-        if not isinstance(producer, str) or not producer:
-            raise QuiverError(f"committed_offset: producer must be a non-empty string, got {producer!r}")
+        problem = progress.producer_problem(producer)
+        if problem:
+            raise QuiverError(f"committed_offset: producer must be a non-empty string, got {producer!r}: {problem}")
         with self._progress_lock:
             if not self._progress_read:
                 progress.merge(self._progress, self._ledger_offsets())

@@ -49,6 +49,11 @@ def with_progress(bundle: RecordBundle, producer: str, offset: int) -> RecordBun
 
 def _problem(producer: object, offset: object) -> str | None:
     """What is wrong with one progress record, None when nothing is (the rules of with_progress)."""
+    return producer_problem(producer) or _offset_problem(offset)
+
+
+def producer_problem(producer: object) -> str | None:
+    """What is wrong with a producer name (committed_offset asks too), None when nothing is."""
     if producer is None:
         return "the producer is None (null)"
     if not isinstance(producer, str):
@@ -59,6 +64,10 @@ def _problem(producer: object, offset: object) -> str | None:
         producer.encode("utf-8")
     except UnicodeEncodeError as exc:
         return f"the producer is not valid UTF-8 ({exc.reason} at index {exc.start})"
+    return None
+
+
+def _offset_problem(offset: object) -> str | None:
     if offset is None:
         return "the offset is None (null)"
     if isinstance(offset, bool | np.bool_) or not isinstance(offset, numbers.Integral):

@@ -292,3 +292,11 @@ def test_kill_9_at_random_points_then_resume_stores_every_item_exactly_once(tmp_
     for before, after, step in zip(resumed_from[:-1], resumed_from[1:], steps, strict=True):
         assert after >= before + step  # each attempt resumed past all it acknowledged
     assert resumed_from[-1] < total  # the last kill still left work for the final run
+
+
+def test_committed_offset_refuses_a_producer_no_record_can_hold(tmp_path: Path) -> None:
+    """A name with_progress refuses can have no offset: say so rather than answer 0."""
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        for producer, why in (("bad\udcff", "the producer is not valid UTF-8"), ("", "the producer is empty"), (7, "the producer must be a str, not int")):
+            with pytest.raises(QuiverError, match=rf"^committed_offset: producer must be a non-empty string, got .*: {why}"):
+                store.committed_offset(producer)  # type: ignore[arg-type]
