@@ -1,10 +1,15 @@
 """Our OTAP bytes read by an independent implementation: Apache Arrow JS and protobufjs (Node.js).
 
-Each test encodes a stream (uncompressed IPC: Arrow JS has no IPC body compression), writes an
-OTAP envelope file, has ``node interop/js/read_otap.mjs FILE tests/fixtures/arrow_service.proto``
+Each test encodes a stream, writes an OTAP envelope file, has ``node interop/js/read_otap.mjs FILE tests/fixtures/arrow_service.proto``
 read it, and compares its JSON with the same JSON built here from the same bytes with our envelope
 parser and ``pyarrow.ipc.open_stream``: every envelope, payload, row and value, and every stream's
 schema (names, types, nullability, metadata). Value conventions are in read_otap.mjs.
+
+Every generated-stream and sample case runs twice: with uncompressed IPC and with zstd IPC body
+compression (``adaptive-arrow encode``'s and the Spark path's setting). Arrow JS has no zstd codec
+of its own: read_otap.mjs registers the pure-JS decoder fzstd (pinned in interop/js/package.json).
+Each case first checks, from the IPC messages' flatbuffer metadata, that every record and
+dictionary batch carries (zstd) or lacks (uncompressed) the BodyCompression field.
 
 Node.js is required: without ``node`` on PATH (or without interop/js/node_modules, which
 ``make test`` installs with ``npm ci``) these tests fail, they do not skip.
@@ -16,6 +21,7 @@ import dataclasses
 import json
 import math
 import shutil
+import struct
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -169,6 +175,63 @@ def python_view(messages: list[bytes]) -> PyView:
     return PyView({"envelopes": envelopes, "schemas": schemas}, deltas, replacements, dict(ids))
 
 
+# -- IPC body compression, read from each message's flatbuffer metadata (pyarrow does not expose it) --
+_RECORD_BATCH, _DICTIONARY_BATCH = 3, 2  # Message.header_type (MessageHeader union)
+_CODECS = {0: "lz4_frame", 1: "zstd"}  # BodyCompression.codec (CompressionType)
+
+
+def _fb_field(buf: bytes, table: int, index: int) -> int | None:
+    """Where field `index` of the flatbuffer table at `table` is stored, or None if it is absent."""
+    vtable = table - struct.unpack_from("<i", buf, table)[0]
+    if 4 + 2 * index >= struct.unpack_from("<H", buf, vtable)[0]:
+        return None
+    offset = struct.unpack_from("<H", buf, vtable + 4 + 2 * index)[0]
+    return table + offset if offset else None
+
+
+def _fb_table(buf: bytes, table: int, index: int) -> int | None:
+    at = _fb_field(buf, table, index)
+    return None if at is None else at + struct.unpack_from("<I", buf, at)[0]
+
+
+def body_compressions(record: bytes) -> list[str | None]:
+    """Each record or dictionary batch message of an IPC stream: its BodyCompression codec, None if uncompressed."""
+    out: list[str | None] = []
+    for message in pa.ipc.MessageReader.open_stream(record):
+        buf = message.metadata.to_pybytes()
+        root = struct.unpack_from("<I", buf, 0)[0]
+        at = _fb_field(buf, root, 1)  # Message.header_type
+        header_type = 0 if at is None else buf[at]
+        if header_type not in (_RECORD_BATCH, _DICTIONARY_BATCH):
+            continue
+        batch = _fb_table(buf, root, 2)  # Message.header
+        assert batch is not None
+        if header_type == _DICTIONARY_BATCH:
+            batch = _fb_table(buf, batch, 1)  # DictionaryBatch.data: a RecordBatch
+            assert batch is not None
+        compression = _fb_table(buf, batch, 3)  # RecordBatch.compression
+        if compression is None:
+            out.append(None)
+        else:
+            at = _fb_field(buf, compression, 0)  # BodyCompression.codec (default LZ4_FRAME)
+            out.append(_CODECS[0 if at is None else buf[at]])
+    return out
+
+
+def assert_ipc_compression(messages: list[bytes], compression: str | None) -> None:
+    """Every record and dictionary batch of every payload is compressed with `compression` (None: none is)."""
+    records: dict[str, list[bytes]] = defaultdict(list)
+    for message in messages:
+        for p in BatchArrowRecords.from_bytes(message).payloads:
+            records[p.schema_id].append(p.record)
+    codecs = [c for parts in records.values() for c in body_compressions(b"".join(parts))]
+    assert codecs, "no record batches"
+    assert set(codecs) == {compression}, f"{len(codecs)} batches, codecs {sorted(set(codecs), key=str)}"
+
+
+COMPRESSIONS = pytest.mark.parametrize("compression", [None, "zstd"], ids=["uncompressed", "zstd"])
+
+
 # -- the comparison --------------------------------------------------------------------------------
 def first_difference(want: Any, got: Any, path: str = "") -> str | None:
     """Where `got` (Arrow JS) first differs from `want` (pyarrow), or None if they are equal."""
@@ -224,21 +287,24 @@ def _write(path: Path, messages: list[bytes]) -> Path:
     return path
 
 
-def _encode(signal: Signal | str, bundles: list[OtapBundle], *, sort: bool = True) -> list[bytes]:
-    encoder = Encoder(signal, EncoderConfig(ipc_compression=None, sort=sort))
+def _encode(signal: Signal | str, bundles: list[OtapBundle], *, sort: bool = True,
+            compression: str | None = None) -> list[bytes]:
+    encoder = Encoder(signal, EncoderConfig(ipc_compression=compression, sort=sort))
     return [encoder.encode(bundle).to_bytes() for bundle in bundles]
 
 
-def _generated(signal: str, **config: Any) -> list[bytes]:
+def _generated(signal: str, compression: str | None = None, **config: Any) -> list[bytes]:
     requests = generate_otlp(signal, 4000, batch_size=1000, seed=1)
-    encoder = Encoder(signal, EncoderConfig(ipc_compression=None, **config))
+    encoder = Encoder(signal, EncoderConfig(ipc_compression=compression, **config))
     return [encoder.encode(otap_model.from_otlp(r)).to_bytes() for r in requests]
 
 
 # -- the tests -------------------------------------------------------------------------------------
+@COMPRESSIONS
 @pytest.mark.parametrize("signal", [s.value for s in Signal])
-def test_generated_stream_reads_the_same_in_arrow_js(signal: str, tmp_path: Path) -> None:
-    messages = _generated(signal)
+def test_generated_stream_reads_the_same_in_arrow_js(signal: str, compression: str | None, tmp_path: Path) -> None:
+    messages = _generated(signal, compression)
+    assert_ipc_compression(messages, compression)
     view = python_view(messages)
     # the stream exercises what a one-batch file would not: dictionary deltas and a schema change
     assert len(messages) == 4
@@ -247,10 +313,13 @@ def test_generated_stream_reads_the_same_in_arrow_js(signal: str, tmp_path: Path
     assert (diff := interop_mismatch(_write(tmp_path / f"{signal}.otap", messages), view.json)) is None, diff
 
 
-def test_replaced_dictionaries_read_the_same_in_arrow_js(tmp_path: Path) -> None:
+@COMPRESSIONS
+def test_replaced_dictionaries_read_the_same_in_arrow_js(compression: str | None, tmp_path: Path) -> None:
     """A dictionary past its limit is reset: the next DictionaryBatch replaces it (isDelta false)
     instead of extending it, which the default settings above never do."""
-    messages = _generated("logs", dictionary_limit=200, dictionary_max_distinct_ratio=None, dictionary_reset_threshold=1.0)
+    messages = _generated("logs", compression, dictionary_limit=200, dictionary_max_distinct_ratio=None,
+                          dictionary_reset_threshold=1.0)
+    assert_ipc_compression(messages, compression)
     view = python_view(messages)
     assert view.dictionary_replacements > 0 and view.dictionary_deltas > 0
     assert (diff := interop_mismatch(_write(tmp_path / "logs.otap", messages), view.json)) is None, diff
@@ -265,14 +334,17 @@ def _samples() -> dict[str, list[OtapBundle]]:
     return by_signal
 
 
+@COMPRESSIONS
 @pytest.mark.parametrize("sort", [True, False], ids=["sorted", "unsorted"])
 @pytest.mark.parametrize("signal", [s.value for s in Signal])
-def test_shared_samples_read_the_same_in_arrow_js(signal: str, sort: bool, tmp_path: Path) -> None:
+def test_shared_samples_read_the_same_in_arrow_js(signal: str, sort: bool, compression: str | None,
+                                                  tmp_path: Path) -> None:
     """The real samples of ../shared/data, one stream per signal (OTLP/JSON examples; for traces
     also every Zipkin file), sorted and unsorted."""
     bundles = _samples()[signal]
     assert bundles, f"no samples of {signal} in {DATA}"
-    messages = _encode(signal, bundles, sort=sort)
+    messages = _encode(signal, bundles, sort=sort, compression=compression)
+    assert_ipc_compression(messages, compression)
     view = python_view(messages)
     assert (diff := interop_mismatch(_write(tmp_path / f"{signal}.otap", messages), view.json)) is None, diff
 

@@ -7,18 +7,27 @@
 // schema_id's concatenated bytes are one Arrow IPC stream, whose k-th record batch belongs to
 // the k-th payload of that schema_id. tests/test_interop_js.py builds the same JSON with pyarrow.
 //
+// Compressed IPC bodies (our default, zstd) are decoded with the pure-JS fzstd, registered as
+// Arrow JS's ZSTD codec (decode only); LZ4_FRAME bodies have no codec here and fail loudly.
+//
 // Values: integers (any width), timestamps and durations (integer in the column's unit) as
 // decimal strings; binary and fixed-size binary as lowercase hex; floats as numbers, with NaN,
 // Infinity, -Infinity and -0 as strings; dictionaries decoded; structs as objects; lists as arrays.
 import { readFileSync } from 'node:fs';
 import protobuf from 'protobufjs';
-import { tableFromIPC, Type } from 'apache-arrow';
+import { compressionRegistry, CompressionType, tableFromIPC, Type } from 'apache-arrow';
+import { decompress } from 'fzstd';
 
 const [file, proto] = process.argv.slice(2);
 if (!file || !proto) {
   console.error('usage: node read_otap.mjs FILE arrow_service.proto');
   process.exit(2);
 }
+// decode only: an encode here would be run at once by set()'s validator, and nothing here writes
+compressionRegistry.set(CompressionType.ZSTD, {
+  // copy: fzstd's output can be a view at an unaligned byteOffset, and Arrow JS then fails building BigInt64Array etc.
+  decode: (data) => new Uint8Array(decompress(data)),
+});
 const BatchArrowRecords = protobuf.loadSync(proto)
   .lookupType('opentelemetry.proto.experimental.arrow.v1.BatchArrowRecords');
 
