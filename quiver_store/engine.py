@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from . import fork_guard, progress, progress_ledger, seq_floor
 from .bundle import RecordBundle
@@ -100,6 +100,23 @@ class _Sealed:
     reason: str = ""
     waiters: list[Future] = field(default_factory=list)
     direct: bool = False  # one WAL-bypassing bundle: its producer waits on `waiters` for the file
+
+
+T = TypeVar("T")
+LOCK_PATIENCE = 0.2  # seconds: a `quiver` command's lock probe holds a shared flock for microseconds
+
+
+def _patiently(take_lock: Callable[[], T]) -> T:
+    """`take_lock()`, retried for LOCK_PATIENCE while it raises BlockingIOError: a lock held that
+    briefly (the probe) must not pass for a second writer."""
+    deadline = time.monotonic() + LOCK_PATIENCE
+    while True:
+        try:
+            return take_lock()
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def segment_path(segments_dir: str, seq: int) -> str:
@@ -281,13 +298,13 @@ class QuiverStore:
             "a store has a single writer: close the other QuiverStore or process first"
         )
         try:
-            self._dir_lock_fd = self.fs.lock_directory(self.path)
+            self._dir_lock_fd = _patiently(lambda: self.fs.lock_directory(self.path))
         except BlockingIOError:
             raise already_open from None
         try:
             fd = self.fs.open(lock_path, os.O_RDWR | os.O_CREAT)
             try:
-                self.fs.lock_exclusive(fd)  # (a writer of an older version locks only this file)
+                _patiently(lambda: self.fs.lock_exclusive(fd))  # (a writer of an older version locks only this file)
             except BlockingIOError:
                 self.fs.close(fd)
                 raise already_open from None

@@ -253,6 +253,24 @@ def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
         assert len(list(store.bundles())) == 1
 
 
+def test_a_lock_held_for_a_moment_does_not_pass_for_a_second_writer(tmp_path):
+    """`quiver` commands probe the locks with a shared flock for microseconds; an open in that
+    instant waits it out (up to engine.LOCK_PATIENCE) instead of reporting another writer."""
+    import fcntl
+    import threading
+
+    with QuiverStore.open(tmp_path, QUIET):
+        pass
+    for path in (tmp_path, tmp_path / "LOCK"):
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # the probe
+        timer = threading.Timer(0.05, lambda fd=fd: os.close(fd))
+        timer.start()
+        with QuiverStore.open(tmp_path, QUIET) as store:
+            store.ingest(simple(0))
+        timer.join()
+
+
 def test_open_cores_gives_independent_stores(tmp_path):
     stores = open_cores(str(tmp_path), 3, QUIET)
     try:
