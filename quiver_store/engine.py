@@ -542,6 +542,8 @@ class QuiverStore:
             finally:
                 with self._ingests_lock:
                     self._ingesting[me] -= 1
+                    if not self._ingesting[me]:
+                        del self._ingesting[me]  # one entry per thread ingesting now, not per thread ever
                     self._ingests_cv.notify_all()
 
     def _ingest(self, bundle: RecordBundle) -> BundleReceipt:

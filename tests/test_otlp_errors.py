@@ -315,8 +315,10 @@ def test_json_converters_take_a_parsed_document_and_refuse_other_types_with_thei
     assert all(parsed.tables[pt].equals(from_text.tables[pt]) for pt in parsed.tables)
     assert json.dumps(document) == before  # the caller's object is not rewritten (hex ids stay hex)
     zipkin = (ZIPKIN / "yelp.json").read_text()
-    spans, expected = from_zipkin_json(json.loads(zipkin)), from_zipkin_json(zipkin)
+    parsed_spans = json.loads(zipkin)
+    spans, expected = from_zipkin_json(parsed_spans), from_zipkin_json(zipkin)
     assert all(spans.tables[pt].equals(expected.tables[pt]) for pt in expected.tables)
+    assert parsed_spans == json.loads(zipkin)  # read, not copied, and not changed
     cases = [
         (from_otlp_json, None, r"^expected OTLP/JSON as str or bytes \(or the object json\.loads made of it\), got NoneType$"),
         (from_otlp_json, 3.5, r"^expected OTLP/JSON as str or bytes .*, got float$"),

@@ -62,14 +62,11 @@ def to_otlp_json(bundle: OtapBundle) -> str:
 
 
 def load_json(document: Any, expected: str, too_deep: ConversionError | None = None) -> Any:
-    """The parsed JSON of text or bytes; an already parsed document (dict or list) as a deep copy,
-    since the converters rewrite it in place. `expected` names the input in the error; `too_deep`
-    replaces the error for nesting past Python's recursion limit."""
+    """The parsed JSON of text or bytes; an already parsed document (dict or list) as it is.
+    `expected` names the input in the error; `too_deep` replaces the error for nesting past
+    Python's recursion limit."""
     if isinstance(document, (dict, list)):
-        try:
-            return copy.deepcopy(document)
-        except RecursionError:
-            raise too_deep or ConversionError(f"invalid {expected}: nested deeper than Python can copy") from None
+        return document
     if not isinstance(document, (str, bytes, bytearray, memoryview)):
         raise ConversionError(f"expected {expected} as str or bytes (or the object json.loads made of it), got {type(document).__name__}")
     try:
@@ -83,6 +80,11 @@ def load_json(document: Any, expected: str, too_deep: ConversionError | None = N
 def otlp_json_to_message(document: str | bytes | bytearray | dict[str, Any], signal: Signal | str | None = None) -> Any:
     """Parse OTLP/JSON (text or a parsed object) into the protobuf request message (hex ids accepted)."""
     doc = load_json(document, "OTLP/JSON", _too_deep())
+    if doc is document:  # _prepare rewrites the ids in place: never the caller's object
+        try:
+            doc = copy.deepcopy(doc)
+        except RecursionError:
+            raise _too_deep() from None
     if not isinstance(doc, dict):
         raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)

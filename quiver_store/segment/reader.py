@@ -355,6 +355,12 @@ class SegmentReader:
             raise QuiverError(f"{self.path}: no record batch {index} in stream {stream_id}")
         return self._batch(stream_id, index)
 
+    def stream_schema(self, stream_id: int) -> pa.Schema:
+        """The schema a stream was written with (its IPC file's; no batch is decoded)."""
+        if not 0 <= stream_id < self.info.stream_count:
+            raise QuiverError(f"{self.path}: no stream {stream_id}")
+        return self._stream_reader(stream_id).schema
+
     def stream_batches(self, stream_id: int) -> list[pa.RecordBatch]:
         """Every record batch of one stream, as stored (zero-copy)."""
         reader = self._stream_reader(stream_id)

@@ -151,14 +151,18 @@ def slot_schema(segments: Iterable[SegmentReader | SegmentInfo], slot: int) -> p
 def merge_named(parts: list[tuple[str, pa.Schema]], what: str) -> pa.Schema:
     """The representative schema of `parts` (name, schema); QuiverError naming the first part
     whose types cannot be merged with those before it, and the earlier part it conflicts with."""
-    merged: pa.Schema | None = None
-    for index, (name, schema) in enumerate(parts):
+    try:
+        return representative_schema([s for _, s in parts])
+    except QuiverError as exc:
+        refused = exc  # find the culprit: only this path merges part by part
+    merged = parts[0][1]
+    for index, (name, schema) in enumerate(parts[1:], 1):
         try:
-            merged = schema if merged is None else representative_schema([merged, schema])
+            merged = representative_schema([merged, schema])
         except QuiverError as exc:
             earlier = [n for n, s in parts[:index] if _conflicts(s, schema)][:1] or ["the ones before it"]
             raise QuiverError(f"{what}: {name} cannot be merged with {earlier[0]}: {exc}") from None
-    return representative_schema([s for _, s in parts])
+    raise QuiverError(f"{what}: {refused}")
 
 
 def _conflicts(a: pa.Schema, b: pa.Schema) -> bool:
@@ -173,12 +177,8 @@ def stream_schemas(reader: SegmentReader, slot: int) -> list[tuple[int, pa.Schem
     """(stream id, schema as stored) of every stream of `slot` in one segment. A segment records
     one representative schema per slot, which the writer builds keeping the first type of a column
     whose types cannot be merged, so only the streams show such a conflict; this reads the schema
-    of each (its first record batch: the stream's checksum is verified if the reader does that)."""
-    return [
-        (st.stream_id, reader.record_batch(st.stream_id, 0).schema)
-        for st in reader.info.streams
-        if st.slot == slot and st.batches
-    ]
+    of each from its IPC file footer, decoding no batch."""
+    return [(st.stream_id, reader.stream_schema(st.stream_id)) for st in reader.info.streams if st.slot == slot]
 
 
 def check_slot_streams(reader: SegmentReader, slot: int) -> None:
