@@ -183,3 +183,84 @@ def test_out_holds_this_runs_plots_only(tmp_path: Path, listed: bool, capsys: py
     assert sorted(p.name for p in out.iterdir()) == [
         "compression-file-yelp.png", "compression-mine.png", "mine.png", "results.csv", "results.json"]
     assert json.loads((out / "results.json").read_text())["meta"]["plots"] == ["compression-file-yelp.png"]
+
+
+# -- names of the input files ----------------------------------------------------------------------
+def _request_file(path: Path, signal: str, seed: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(next(iter(generate_otlp(signal, 20, batch_size=20, seed=seed))).SerializeToString())
+    return path
+
+
+def test_inputs_sharing_a_file_name_get_distinct_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: both were named file/x.pb, so their results merged under one name, their table and CSV
+    rows could not be told apart and the second plot overwrote the first."""
+    a = _request_file(tmp_path / "a" / "x.pb", "logs", 1)
+    b = _request_file(tmp_path / "b" / "x.pb", "traces", 2)
+    other = _request_file(tmp_path / "a" / "y.pb", "metrics", 3)
+    out = tmp_path / "out"
+    assert _bench([str(a), str(b), str(other), *OFF, "--out", str(out)], capsys) == (0, "")
+    data = json.loads((out / "results.json").read_text())
+    assert [(r["dataset"], r["signal"]) for r in data["results"][::4]] == [
+        ("file/a/x.pb", "logs"), ("file/b/x.pb", "traces"), ("file/y.pb", "metrics")]
+    assert data["meta"]["plots"] == ["compression-file-a-x.pb.png", "compression-file-b-x.pb.png", "compression-file-y.pb.png"]
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(data["meta"]["plots"])
+    csv_names = [line.split(",")[0] for line in (out / "results.csv").read_text().splitlines()[1:]]
+    assert csv_names == ["file/a/x.pb"] * 4 + ["file/b/x.pb"] * 4 + ["file/y.pb"] * 4
+
+
+def test_the_same_file_given_twice_is_measured_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: measured twice under one name (duplicate rows, one plot)."""
+    a = _request_file(tmp_path / "a" / "x.pb", "logs", 1)
+    out = tmp_path / "out"
+    same = tmp_path / "a" / ".." / "a" / "x.pb"
+    assert _bench([str(a), str(same), str(a), *OFF, "--out", str(out)], capsys) == (0, "")
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert [r["dataset"] for r in rows] == ["file/x.pb"] * 4
+
+
+def test_inputs_whose_plots_would_share_a_file_are_refused_up_front(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """x and x.json in one directory have distinct names (file/x, file/x.json) but the plot file name
+    drops .json: the second plot would overwrite the first. Refused before measuring, naming both."""
+    proto = _request_file(tmp_path / "d" / "x", "logs", 1)
+    as_json = tmp_path / "d" / "x.json"
+    as_json.write_bytes((DATA / "otlp-examples" / "logs.json").read_bytes())
+    out = tmp_path / "out"
+    assert _bench([str(proto), str(as_json), *OFF, "--out", str(out)], capsys) == (
+        2, f"adaptive-arrow bench: {proto} and {as_json} would share the plot compression-file-x.png "
+           "(as inputs file/x and file/x.json); rename or copy one of them\n")
+    assert not out.exists()
+    # in different directories the names grow until the plots differ too
+    elsewhere = tmp_path / "e" / "x.json"
+    elsewhere.parent.mkdir()
+    as_json.rename(elsewhere)
+    assert _bench([str(proto), str(elsewhere), *OFF, "--out", str(out)], capsys) == (0, "")
+    data = json.loads((out / "results.json").read_text())
+    assert data["meta"]["plots"] == ["compression-file-d-x.png", "compression-file-e-x.png"]
+    assert [r["dataset"] for r in data["results"][::4]] == ["file/d/x", "file/e/x.json"]
+
+
+@pytest.mark.parametrize(("paths", "names"), [
+    (["x.pb"], ["file/x.pb"]),
+    (["a/x.pb", "b/x.pb", "b/y.pb"], ["file/a/x.pb", "file/b/x.pb", "file/y.pb"]),
+    (["a/c/x.pb", "b/c/x.pb", "b/d/x.pb"], ["file/a/c/x.pb", "file/b/c/x.pb", "file/d/x.pb"]),
+    (["c/x.pb", "x.pb"], ["file/c/x.pb", "file/r/x.pb"]),
+    (["a/x.pb", "./a/x.pb", "b/../a/x.pb"], ["file/x.pb"]),
+])
+def test_input_names_are_the_shortest_distinguishing_path_ends(tmp_path: Path, paths: list[str],
+                                                               names: list[str]) -> None:
+    from adaptive_arrow.commands.bench import input_names
+
+    root = tmp_path / "r"
+    for p in paths:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).touch()
+    assert [name for _, name in input_names([root / p for p in paths])] == names
+
+
+def test_help_says_how_inputs_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(a/x.json and b/x.json: file/a/x.json and file/b/x.json); a file given twice is measured once" in text

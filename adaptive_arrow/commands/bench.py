@@ -34,7 +34,10 @@ NAME = "adaptive-arrow bench"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", type=Path,
-                        help="extra inputs, one export request each: OTLP protobuf, OTLP/JSON or Zipkin JSON")
+                        help="extra inputs, one export request each: OTLP protobuf, OTLP/JSON or Zipkin JSON. Each "
+                             "is named file/NAME in the table, results and plot file name; NAME is the file name, or "
+                             "where inputs share one, the end of the path that tells them apart (a/x.json and "
+                             "b/x.json: file/a/x.json and file/b/x.json); a file given twice is measured once")
     add_format_argument(parser)
     parser.add_argument("--signals", default="logs,traces,metrics", help="generator signals (comma separated; a repeat counts once)")
     parser.add_argument("--profiles", default=None, help="generator profiles (comma separated, a repeat counts once; default: all)")
@@ -109,20 +112,64 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
     try:
         check_files(paths)
         out = []
-        for path in paths:
+        for path, name in input_names(paths):
             data = path.read_bytes()
             if not data.strip():
                 raise InputError(f"{path}: the file is empty: no records to measure")
             fmt, bundle = to_bundle(path, data, input_format, None)
             # protobuf files are measured as they are; JSON inputs as the protobuf request they convert to
             request = REQUEST_TYPES[bundle.signal].FromString(data) if fmt == "otlp-proto" else to_otlp(bundle)
-            dataset = c.file_dataset(f"file/{path.name}", request)
+            dataset = c.file_dataset(name, request)
             if not dataset.whole:
                 raise InputError(f"{path}: the request holds no records: nothing to measure")
             out.append(dataset)
     except InputError as exc:
         raise ArgumentError(str(exc)) from None
     return out
+
+
+def input_names(paths: list[Path]) -> list[tuple[Path, str]]:
+    """Each input file once (a file given again, under any path, is dropped) with its dataset name:
+    ``file/`` and its file name, or for files whose names or plot file names (c.plot_name) would be the
+    same, as many trailing parts of their absolute paths as tell them apart (a/x.json and b/x.json:
+    file/a/x.json and file/b/x.json). ArgumentError naming both files when even their whole paths
+    would share a plot file (x and x.json: the plot name drops .json). The files must exist."""
+    from benchmarks import compression as c
+
+    unique: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        st = path.stat()
+        unique.setdefault((st.st_dev, st.st_ino), path)
+    files = list(unique.values())
+    parts = [Path(os.path.abspath(path)).parts[1:] for path in files]  # absolute, ".." resolved, no root
+    used = [1] * len(files)  # trailing parts in each name
+
+    def name(i: int, k: int) -> str:
+        return "file/" + "/".join(parts[i][-k:])
+
+    def refuse(i: int, j: int) -> ArgumentError:
+        """Distinct files whose whole paths still share a plot: named as short as their plots clash."""
+        longest = max(len(parts[i]), len(parts[j]))  # (a slice past the start is the whole path)
+        k = next((k for k in range(1, longest) if c.plot_name(name(i, k)) == c.plot_name(name(j, k))), longest)
+        return ArgumentError(f"{files[i]} and {files[j]} would share the plot {c.plot_name(name(i, k))} "
+                             f"(as inputs {name(i, k)} and {name(j, k)}); rename or copy one of them")
+
+    while True:
+        current = [name(i, k) for i, k in enumerate(used)]
+        groups: dict[str, list[int]] = {}
+        for i, dataset in enumerate(current):
+            groups.setdefault("name " + dataset, []).append(i)
+            groups.setdefault("plot " + c.plot_name(dataset), []).append(i)
+        clashes = [group for group in groups.values() if len(group) > 1]
+        if not clashes:
+            return list(zip(files, current, strict=True))
+        growing: set[int] = set()  # a name and its plot may clash with the same files: grow each once
+        for group in clashes:
+            if all(used[i] == len(parts[i]) for i in group):  # whole paths: distinct files, so only the plot clashes
+                raise refuse(*group[:2])
+            growing.update(i for i in group if used[i] < len(parts[i]))
+        for i in growing:
+            used[i] += 1
 
 
 def prepare_out(out: Path) -> tuple[str, int] | None:
