@@ -27,7 +27,7 @@ from .engine import (
     newest_covered_sequence,
     segment_path,
 )
-from .errors import CorruptionError, NotAStoreError, QuiverError
+from .errors import CorruptionError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
 from .presence import (
     AckEvidence,
@@ -41,6 +41,7 @@ from .presence import (
 from .segment.info import SegmentInfo
 from .segment.reader import SegmentReader
 from .segment.schema_view import check_slot_streams, representative_schema, slot_schema
+from .store_dir import check_store_dir
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
@@ -64,35 +65,6 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _dirs(path: str) -> tuple[str, str]:
-    """The wal/ and segments/ directories of the store at `path`, or NotAStoreError saying what
-    `path` is instead. QuiverStore.open creates both (then LOCK) before anything else, so a directory
-    with neither was never a store; one alone is enough (a WAL or segments copied out of a store)."""
-    if not os.path.exists(path):
-        raise NotAStoreError(f"{path} does not exist (expected a Quiver store directory holding wal/ and segments/)")
-    if not os.path.isdir(path):
-        raise NotAStoreError(f"{path} is a file, not a Quiver store directory (one holding wal/ and segments/)")
-    wal_dir, seg_dir = os.path.join(path, "wal"), os.path.join(path, "segments")
-    for d in (wal_dir, seg_dir):
-        if os.path.exists(d) and not os.path.isdir(d):
-            raise NotAStoreError(f"{path} is not a Quiver store: its {os.path.basename(d)} is a file, not a directory")
-    if not os.path.isdir(wal_dir) and not os.path.isdir(seg_dir):
-        raise NotAStoreError(f"{path} is not a Quiver store: it has no wal/ or segments/ directory{_hint(path)}")
-    return wal_dir, seg_dir
-
-
-def _hint(path: str) -> str:
-    """Where the store probably is, when `path` is part of one or holds per-core stores."""
-    norm = os.path.normpath(path)
-    name, parent = os.path.basename(norm), os.path.dirname(norm) or "."
-    if name in ("wal", "segments") and os.path.isdir(os.path.join(parent, "wal" if name == "segments" else "segments")):
-        return f" (it is the {name}/ directory of the store {parent}: pass {parent})"
-    cores = sorted(n for n in os.listdir(path) if re.fullmatch(r"core_\d+", n) and os.path.isdir(os.path.join(path, n)))
-    if cores:
-        return f" (it holds the per-core stores {', '.join(cores[:3])}{', ...' if len(cores) > 3 else ''}: pass one of them)"
-    return ""
-
-
 def _wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
     """(generation, path) oldest first; the active file's generation is not needed here."""
     if not fs.exists(wal_dir):
@@ -106,7 +78,7 @@ def _wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
 
 # -- inspect ---------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
-    wal_dir, seg_dir = _dirs(args.path)
+    wal_dir, seg_dir = check_store_dir(args.path)
     wal = Table(title=f"WAL of {escape(args.path)}")
     for col in ("file", "size", "header"):
         wal.add_column(col)
@@ -200,7 +172,7 @@ def _print_schema(console: Console, slot: int, group: list[SegmentInfo], conflic
 
 # -- verify ----------------------------------------------------------------------------------------
 def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
-    wal_dir, seg_dir = _dirs(args.path)
+    wal_dir, seg_dir = check_store_dir(args.path)
     errors: list[str] = []
     table = Table(title=f"verify {escape(args.path)}")
     for col in ("file", "checked", "result"):
@@ -292,7 +264,7 @@ def _json_default(value: Any) -> Any:
 
 
 def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
-    _, seg_dir = _dirs(args.path)
+    _, seg_dir = check_store_dir(args.path)
     seqs = list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []
     if args.segment is not None:
         if args.segment not in seqs:
@@ -342,7 +314,7 @@ def _dump_wal_only(args: argparse.Namespace, out: Any, fs: FileSystem) -> bool:
     """After the segments: the acknowledged bundles only the WAL holds (a crashed store, or an open
     segment not finalized yet), exactly those point-in-time recovery would replay, in WAL order.
     True when the WAL is damaged (the bundles after the damage are not dumped)."""
-    wal_dir, seg_dir = _dirs(args.path)
+    wal_dir, seg_dir = check_store_dir(args.path)
     try:
         plan, _ = _recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
     except QuiverError as exc:
@@ -462,7 +434,7 @@ def _json_type(t: pa.DataType) -> pa.DataType:
 
 # -- replay ----------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
-    wal_dir, seg_dir = _dirs(args.path)
+    wal_dir, seg_dir = check_store_dir(args.path)
     try:
         plan, covered = _recovery_plan(fs, wal_dir, seg_dir, args.recovery)
     except CorruptionError as exc:

@@ -283,14 +283,45 @@ def test_pipeline_refuses_a_directory_that_is_not_a_store(tmp_path: Path, capsys
     (store / "cat.jpg").write_bytes(b"meow")
     argv = ["--count", "10", "--signal", "logs"]
     code, _, err = _run(["pipeline", "--store", str(store), *argv], capsys)
-    assert (code, err) == (2, f"adaptive-arrow pipeline: --store {store}: exists and is not a Quiver store (it holds other "
-                              "files); name an empty or new directory or an existing store\n")
+    assert (code, err) == (2, f"adaptive-arrow pipeline: --store {store}: holds files and is not a Quiver store: it has no "
+                              "wal/ or segments/ directory; name an empty or new directory or an existing store\n")
     assert [p.name for p in store.iterdir()] == ["cat.jpg"]
     empty = tmp_path / "empty"
     empty.mkdir()
     assert _run(["pipeline", "--store", str(empty), *argv], capsys)[::2] == (0, "")
     (empty / "notes.txt").write_text("mine")  # a store with a file of the user's in it is still a store
     assert _run(["pipeline", "--store", str(empty), *argv], capsys)[::2] == (0, "")
+
+
+def test_pipeline_refuses_a_directory_with_an_unrelated_segments_folder(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a segments/ (or wal/) directory was enough to take --store for a store, so pipeline
+    wrote wal/, LOCK and ack.log among another program's files. pipeline and the quiver commands
+    apply one rule (quiver_store/store_dir.py) and say what is missing."""
+    from quiver_store.cli import main as quiver
+
+    video = tmp_path / "video"
+    (video / "segments").mkdir(parents=True)
+    (video / "segments" / "part-0001.ts").write_bytes(b"\x47" * 188)
+    reason = ("is not a Quiver store: it has segments/ but no LOCK file, no wal/ directory and no segment files in "
+              "segments/ (<seq>.qseg, next.seq)")
+    code, _, err = _run(["pipeline", "--store", str(video), "--count", "10", "--signal", "logs"], capsys)
+    assert (code, err) == (2, f"adaptive-arrow pipeline: --store {video}: holds files and {reason}; name an empty or "
+                              "new directory or an existing store\n")
+    assert sorted(str(p.relative_to(video)) for p in video.rglob("*")) == ["segments", "segments/part-0001.ts"]
+    assert quiver(["inspect", str(video)]) == 2
+    assert capsys.readouterr().err == f"quiver inspect: {video} {reason}\n"
+
+
+def test_pipeline_takes_a_store_whose_creation_was_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a crash while QuiverStore.open created the store left (wal/ with the hole-punch probe,
+    segments/, no LOCK yet): a store, which pipeline finishes creating."""
+    store = tmp_path / "s"
+    (store / "wal").mkdir(parents=True)
+    (store / "segments").mkdir()
+    (store / "wal" / ".punch_probe").write_bytes(b"\1" * 16384)
+    assert _run(["pipeline", "--store", str(store), "--count", "10", "--signal", "logs"], capsys)[::2] == (0, "")
+    assert (store / "LOCK").is_file() and (store / "wal" / "quiver.wal").is_file()
 
 
 def test_generate_refuses_an_out_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,8 @@ it back through a subscriber and verify it.
 
 Arguments are checked before the store is opened: the generator validates every (signal, profile)
 pair and the counts as `generate` does, and --store must not exist yet or be an empty directory or
-a Quiver store (opening any other directory would write a store among its files).
+a Quiver store, by the rule the `quiver` commands apply (quiver_store/store_dir.py; opening any
+other directory would write a store among its files).
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 from .generate import option_message
 
 NAME = "adaptive-arrow pipeline"
-STORE_DIRS = ("wal", "segments")
-"""What QuiverStore.open creates first in a store; the `quiver` command takes a directory holding
-either for a store (quiver_store/cli.py), and so does pipeline."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
     """The first bad argument, as the message to print, or None; OSError if --store cannot be listed."""
+    from quiver_store.store_dir import store_problem  # (imported here: the store is loaded for pipeline only)
+
     for signal in signals:
         try:
             generate_otlp(signal, args.count, batch_size=args.batch_size, seed=args.seed, profile=args.profile)
@@ -49,9 +49,10 @@ def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
             return option_message(exc)
     if args.store.exists() and not args.store.is_dir():
         return f"--store {args.store}: not a directory (an existing file); name a store directory"
-    if args.store.is_dir() and not any((args.store / d).is_dir() for d in STORE_DIRS) and any(args.store.iterdir()):
-        return (f"--store {args.store}: exists and is not a Quiver store (it holds other files); "
-                "name an empty or new directory or an existing store")
+    if args.store.is_dir() and any(args.store.iterdir()):
+        problem = store_problem(args.store)
+        if problem is not None:
+            return f"--store {args.store}: holds files and {problem}; name an empty or new directory or an existing store"
     return None
 
 

@@ -43,9 +43,13 @@ class Position(NamedTuple):
     offset: int  # logical
 
 
+PUNCH_PROBE = ".punch_probe"
+"""probe_punch_hole's scratch file in wal/, deleted at once; a crash can leave it behind."""
+
+
 def probe_punch_hole(fs: FileSystem, wal_dir: str) -> bool:
     """Can this file system deallocate a range of a file? Tried on a scratch file at open."""
-    path = os.path.join(wal_dir, ".punch_probe")
+    path = os.path.join(wal_dir, PUNCH_PROBE)
     fd = fs.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
     try:
         fs.write(fd, b"\1" * 16384)
