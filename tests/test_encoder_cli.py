@@ -391,3 +391,55 @@ def test_files_named_like_a_temporary_file_survive_encode(tmp_path: Path, capsys
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # as a plain open makes it (mkstemp's would be 0600)
+
+
+# ---- temporary files an interrupted encode left behind
+
+KILLED_ENCODE = """
+import os, signal, sys
+from adaptive_arrow.commands import encode
+
+real = encode.create_temporary
+
+def create_then_die(out):
+    fd, path = real(out)
+    os.write(fd, b"partial")
+    os.kill(os.getpid(), signal.SIGKILL)  # as kill -9 while writing
+
+encode.create_temporary = create_then_die
+from adaptive_arrow.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_encode_notes_temporary_files_a_killed_run_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: the OUT.<hex>.tmp of an encode killed with SIGKILL stayed behind unmentioned, forever.
+    The next encode to the same OUT names it on stderr and leaves it (another encode may be
+    writing it); files of other names are not listed."""
+    import subprocess
+    import sys
+
+    inputs = _requests(tmp_path, "logs.json", 2)
+    out = tmp_path / "x.otap"
+    argv = ["encode", "--signal", "logs", *map(str, inputs), "--out", str(out), "--quiet"]
+    killed = subprocess.run([sys.executable, "-c", KILLED_ENCODE, *argv], capture_output=True, check=False)
+    assert killed.returncode == -9
+    (stale,) = tmp_path.glob("x.otap.*.tmp")
+    assert stale.read_bytes() == b"partial" and not out.exists()
+    for name in ("x.otap.tmp", "x.otap.mine.tmp", "x.otap.0123456789ABCDEF.tmp", "y.otap.0123456789abcdef.tmp"):
+        (tmp_path / name).write_text("the user's")
+    code, stdout, err = _run(argv, capsys)
+    assert (code, err) == (0, f"adaptive-arrow encode: note: {stale} was left by an interrupted run; delete it if no "
+                              "other encode is running\n")
+    assert "2 message(s)" in stdout and out.is_file()
+    assert stale.read_bytes() == b"partial"  # not deleted
+    second = tmp_path / "x.otap.0123456789abcdef.tmp"
+    second.write_bytes(b"")
+    code, _, err = _run(argv, capsys)
+    assert (code, err) == (0, f"adaptive-arrow encode: note: 2 files were left by interrupted runs: "
+                              f"{', '.join(map(str, sorted([stale, second])))}; delete them if no other encode is running\n")
+    stale.unlink()
+    second.unlink()
+    assert _run(argv, capsys)[::2] == (0, "")
+    assert sorted(p.name for p in tmp_path.glob("x.otap*")) == [
+        "x.otap", "x.otap.0123456789ABCDEF.tmp", "x.otap.mine.tmp", "x.otap.tmp"]

@@ -4,13 +4,16 @@ Each input file holds one export request (OTLP protobuf ``Export{Logs,Trace,Metr
 the same as OTLP/JSON, or a Zipkin v2 JSON span list; see inputs.py) and becomes one
 BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP envelope files"). All
 messages go through one encoder, so the output is one OTAP stream (later messages carry
-dictionary deltas) unless --unary asks for a fresh encoder per message.
+dictionary deltas) unless --unary asks for a fresh encoder per message. The output is written to a
+new ``OUT.<16 hex digits>.tmp`` and renamed; such files a killed run left next to OUT are named on
+stderr by the next encode to OUT, not deleted (another encode may be writing one).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -52,6 +55,24 @@ def create_temporary(out: Path) -> tuple[int, Path]:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path
 
 
+def stale_temporaries(out: Path) -> list[Path]:
+    """Files next to `out` named as create_temporary names them (``OUT.<16 hex digits>.tmp``): left
+    by an encode that was killed, or being written by one still running; sorted."""
+    pattern = re.compile(rf"{re.escape(out.name)}\.[0-9a-f]{{16}}\.tmp")
+    try:
+        with os.scandir(out.parent) as entries:
+            return sorted(out.with_name(e.name) for e in entries if pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+    except OSError:  # an unlistable directory: creating the temporary file there reports it
+        return []
+
+
+def stale_note(paths: list[Path]) -> str:
+    if len(paths) == 1:
+        return f"{NAME}: note: {paths[0]} was left by an interrupted run; delete it if no other encode is running"
+    return (f"{NAME}: note: {len(paths)} files were left by interrupted runs: {', '.join(map(str, paths))}; "
+            "delete them if no other encode is running")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -70,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
         return 2
+    stale = stale_temporaries(args.out)  # listed, never deleted: another encode may be writing one
+    if stale:
+        print(stale_note(stale), file=sys.stderr)
     config = EncoderConfig(sort=not args.no_sort, ipc_compression=None if args.compression == "none" else "zstd")
     encoder = Encoder(args.signal, config)
     read = written = 0
