@@ -980,8 +980,13 @@ class QuiverStore:
         except BaseException as exc:
             error = error or exc
         self._shutdown()
-        if error is not None:
-            raise QuiverError(f"store {self.path} closed without finalizing its open segment (kept in the WAL): {error}") from error
+        if error is None:
+            return
+        what = f"store {self.path} closed without finalizing its open segment (kept in the WAL)"
+        if not isinstance(error, Exception):  # a second Ctrl-C, a handler's sys.exit: let it end the program
+            error.add_note(f"{what}; the next open replays it")
+            raise error
+        raise QuiverError(f"{what}: {error}") from error
 
     def _wait_for_ingests(self) -> None:
         """Refuse new ingests, then wait for those under way on other threads. Each ends within
@@ -1033,8 +1038,18 @@ class QuiverStore:
     def __enter__(self) -> QuiverStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        """Close the store. When the block is already leaving with an exception (Ctrl-C's
+        KeyboardInterrupt included), a failing close does not replace it: the close's error is
+        logged and added to it as a note, and the original exception goes on."""
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as close_error:
+            log.warning("store %s: close() after %s failed: %s", self.path, type(exc).__name__, close_error)
+            exc.add_note(f"then closing the Quiver store failed: {close_error}")
 
     def _check_open(self) -> None:
         if self._forked_away is not None:

@@ -300,12 +300,13 @@ class AckLog:
             upto = self._appended
         try:
             self._write(data)
-        except OSError as exc:
-            with self._lock:
-                # Never retry a failed fdatasync (the page cache state is unknown): poison the log.
-                self._failed = exc
-                self._flushing = False
-                self._cond.notify_all()
+        except BaseException as exc:
+            # Never retry a failed fdatasync (the page cache state is unknown): poison the log. The
+            # same when a signal handler's exception (Ctrl-C) cut the write or the sync short: whether
+            # the records reached the disk is unknown, and waiters must not be told they did.
+            self._poison(exc)
+            if not isinstance(exc, OSError):
+                raise
             raise disk_error(
                 exc, "ack log write/fdatasync", self.path, "the acknowledgements it held are not durable; reopen the store"
             ) from exc
@@ -321,9 +322,17 @@ class AckLog:
             self.fs.fdatasync(self._fd)
             self.commits += 1
 
+    def _poison(self, exc: BaseException) -> None:
+        with self._lock:
+            self._failed = exc
+            self._flushing = False
+            self._cond.notify_all()
+
     def _check(self) -> None:
         if self._failed is not None:
-            raise QuiverError(f"ack log {self.path} failed earlier ({self._failed}); reopen the store")
+            failed = self._failed
+            why = str(failed) if isinstance(failed, Exception) else f"a write interrupted by {type(failed).__name__}"
+            raise QuiverError(f"ack log {self.path} failed earlier ({why}); reopen the store")
         if self._closed:
             raise StoreClosedError(f"ack log {self.path} is closed")
 
@@ -371,11 +380,10 @@ class AckLog:
                 if gen <= old_gen:
                     self.fs.unlink(path)
             self.fs.fsync_dir(self.directory)
-        except OSError as exc:
-            with self._lock:
-                self._failed = exc
-                self._flushing = False
-                self._cond.notify_all()
+        except BaseException as exc:  # an I/O failure, or a signal handler's exception mid-rotation
+            self._poison(exc)
+            if not isinstance(exc, OSError):
+                raise
             raise QuiverError(f"ack log {self.path}: checkpoint/rotation failed ({exc})") from exc
         with self._lock:
             self._durable = upto

@@ -72,6 +72,7 @@ class GroupCommitter:
         self._next_seq = next_sequence
         self._committed_through = next_sequence - 1
         self._failed: BaseException | None = None
+        self._failed_reason = ""  # what stopped the WAL, for the errors of later calls
         self.stats = {"commits": 0, "fsyncs": 0, "bytes_written": 0, "entries": 0, "max_group": 0}
         self.group_sizes: dict[int, int] = {}
 
@@ -127,9 +128,7 @@ class GroupCommitter:
             if self._gathering and not self._arriving:  # it waits for all of them: wake it once
                 self._gather.notify()
         if self._failed is not None:
-            raise QuiverError(
-                f"the WAL stopped accepting writes after an I/O failure ({self._failed}); close and reopen the store"
-            )
+            raise QuiverError(f"the WAL stopped accepting writes after {self._failed_reason}; close and reopen the store")
         seq = self._next_seq
         self._next_seq += 1
         return seq
@@ -150,7 +149,7 @@ class GroupCommitter:
             while self._led_by_another():
                 self._wait()
             if self._failed is not None:
-                raise QuiverError(f"the WAL stopped accepting writes after an I/O failure ({self._failed})")
+                raise QuiverError(f"the WAL stopped accepting writes after {self._failed_reason}")
             if self._queue:
                 error = self._lead(sync=self.durability == "fsync")
                 if error is not None:
@@ -244,16 +243,31 @@ class GroupCommitter:
             self._leader = False
             self._leading = []
             if error is not None:
-                for r in batch:
-                    if r.position is None:
-                        r.error = error
-                    else:  # written, then the fdatasync failed: durability unknown
-                        r.error = QuiverError(f"fdatasync of the WAL failed: {error}")
-                if self.writer.broken or any(r.position is not None for r in batch):
-                    self._failed = error
-                    for r in self._queue:
-                        r.error = QuiverError(f"the WAL stopped accepting writes after an I/O failure ({error})")
-                    self._queue = []
+                self._fail_batch(batch, error)
             if self._waiters:
                 self._cond.notify_all()
+        if error is not None and not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt or SystemExit from a signal handler: the caller's own
         return error
+
+    def _fail_batch(self, batch: list[Pending], error: BaseException) -> None:
+        """Called holding the lock: give every request of a failed commit its error. Entries already
+        written may or may not be synced, so the WAL takes no more writes in this process (reopening
+        replays what is on disk). An exception a signal handler raised in the committing thread
+        (Ctrl-C's KeyboardInterrupt, a handler's sys.exit) is said to be one, not an I/O failure."""
+        interrupted = not isinstance(error, Exception)
+        what = f"the WAL commit was interrupted by {type(error).__name__}" if interrupted else f"fdatasync of the WAL failed: {error}"
+        for r in batch:
+            if r.position is None and not interrupted:
+                r.error = error
+            elif r.position is None:
+                r.error = QuiverError(f"{what} before this entry was written; it was not acknowledged")
+            else:  # written, then the sync failed or was cut short: durability unknown
+                r.error = QuiverError(f"{what}; this entry was not acknowledged")
+        if self.writer.broken or any(r.position is not None for r in batch):
+            self._failed = error
+            reason = f"{type(error).__name__} during a commit" if interrupted else f"an I/O failure ({error})"
+            self._failed_reason = reason
+            for r in self._queue:
+                r.error = QuiverError(f"the WAL stopped accepting writes after {reason}")
+            self._queue = []

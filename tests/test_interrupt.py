@@ -1,0 +1,179 @@
+"""Ctrl-C at a random moment: a KeyboardInterrupt raised wherever the main thread happens to be.
+
+Python delivers SIGINT as a KeyboardInterrupt between two bytecodes of the main thread, so it can
+cut any store call in the middle: inside the WAL's group commit, between a lock's acquire and
+the code that releases it, inside `close()` itself. What a user gets afterwards must still be
+what a kill -9 leaves at worst: the `with` block's close() ends without hanging, the process
+exits with the KeyboardInterrupt (not another error raised by a half-finished close), and the
+next open returns every bundle whose `ingest` returned and never redelivers one whose `ack()`
+returned.
+
+Each run starts a writer process, lets it work for a random time, sends SIGINT (a second one
+shortly after in the "twice" variants, as impatient users do), and checks all of the above. The
+quick form runs in `make test`; `make torture` runs many more random times
+(QUIVER_INTERRUPT_RUNS, default 60 per variant); the counts are in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from quiver_store import QuiverStore, SegmentConfig, StoreConfig
+
+CFG = StoreConfig(segment=SegmentConfig(target_size=64 << 10, max_open_duration=3600.0))
+
+WRITER = textwrap.dedent(
+    """
+    import faulthandler, os, signal, sys, threading
+    import pyarrow as pa
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the harness asks for stacks on a hang
+    from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig
+    from quiver_store.errors import StoreClosedError
+    cfg = StoreConfig(segment=SegmentConfig(target_size=64 << 10, max_open_duration=3600.0))
+    start, subscriber = int(sys.argv[2]), sys.argv[3] == "subscriber"
+    def say(line):  # one write(2) per line: print() from two threads can interleave mid-line
+        os.write(1, (line + "\\n").encode())
+    with QuiverStore.open(sys.argv[1], cfg) as store:
+        if subscriber:
+            sub = store.subscribe("a")
+            def consume():
+                try:
+                    for delivery in sub:
+                        value = delivery.bundle.slots[0]["n"][0].as_py()
+                        say(f"acking {value}")
+                        delivery.ack()
+                        say(f"acked {value}")
+                except StoreClosedError:  # an ack racing the close; the iteration itself just ends
+                    pass
+            threading.Thread(target=consume).start()  # ends when the store closes
+        say("ready")
+        i = start
+        while True:
+            store.ingest(RecordBundle({0: pa.record_batch({"n": pa.array([i] * 40, pa.int64())}),
+                                       3: pa.record_batch({"s": [f"v{i}"]})}))
+            say(f"stored {i}")
+            i += 1
+            if subscriber and i % 25 == 0:
+                store.flush()  # finalize, so the subscriber has segments to read
+    """
+)
+
+HANG_SECONDS = 30.0
+
+
+def interrupt_writer(path: Path, start: int, subscriber: bool, after: float, twice: bool
+                     ) -> tuple[set[int], set[int], set[int]]:
+    """Run the writer, SIGINT it after `after` seconds (and again 5-50 ms later when `twice`);
+    return the values it reported stored, acked, and being acked (ack() called, not known to have
+    returned). Fails on a hang or an unexpected exit."""
+    mode = "subscriber" if subscriber else "plain"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if first != "ready\n":
+        proc.kill()
+        raise AssertionError(f"writer did not start: {first!r} {proc.communicate()[1][-2000:]}")
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    if twice:
+        time.sleep(random.uniform(0.005, 0.05))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=HANG_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr
+        time.sleep(1.0)
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"writer hung for {HANG_SECONDS:.0f} s after SIGINT (after={after:.3f}, twice={twice})\n"
+                             f"{err[-6000:]}") from None
+    assert proc.returncode in (-signal.SIGINT, 1) and ends_with_keyboard_interrupt(err, twice), (
+        f"writer ended with {proc.returncode} (after={after:.3f}, twice={twice}):\n{err[-3000:]}"
+    )
+    stored = {int(m.group(1)) for m in re.finditer(r"^stored (\d+)$", out, re.M)}
+    acked = {int(m.group(1)) for m in re.finditer(r"^acked (\d+)$", out, re.M)}
+    acking = {int(m.group(1)) for m in re.finditer(r"^acking (\d+)$", out, re.M)}
+    return stored, acked, acking
+
+
+def ends_with_keyboard_interrupt(err: str, twice: bool) -> bool:
+    """The program ended with the KeyboardInterrupt itself, not with an error a close() cut short
+    raised in its place: the last traceback's exception line (notes may follow it) names it. A
+    second SIGINT can also land while the interpreter shuts down, after sys.stderr is gone; CPython
+    then reports the KeyboardInterrupt object it could not print."""
+    lines = err.splitlines()
+    starts = [i for i, line in enumerate(lines) if line == "Traceback (most recent call last):"]
+    if starts:
+        last = next((line for line in lines[starts[-1] + 1:] if line and not line[0].isspace()), "")
+        if last == "KeyboardInterrupt":
+            return True
+    return twice and "object type name: KeyboardInterrupt" in err and lines[-1:] == ["lost sys.stderr"]
+
+
+def reopen(path: Path, subscriber: bool) -> tuple[list[int], list[int]]:
+    """Every stored value in order, and what subscriber "a" is delivered now (acking each)."""
+    with QuiverStore.open(path, CFG) as store:
+        store.flush()
+        values = [b.slots[0]["n"][0].as_py() for _, _, b in store.bundles()]
+        delivered = []
+        if subscriber:
+            sub = store.subscribe("a")
+            while (d := sub.next(timeout=0)) is not None:
+                delivered.append(d.bundle.slots[0]["n"][0].as_py())
+                d.ack()
+    return values, delivered
+
+
+def check_round(path: Path, rounds: int, subscriber: bool, twice: bool, seed: int) -> None:
+    """`rounds` interrupted writers on one store. A bundle may leave the store only after subscriber
+    "a" acked it (retention then deletes its segment), so every stored bundle must be either still
+    in the store or acked; an ack cut short by the interrupt may or may not have been recorded, so a
+    bundle whose ack() was called is allowed to be gone as well as to come again."""
+    rng = random.Random(seed)
+    random.seed(seed)
+    all_stored: set[int] = set()
+    all_acked: set[int] = set()
+    all_acking: set[int] = set()
+    next_value = 0
+    for _ in range(rounds):
+        stored, acked, acking = interrupt_writer(path, next_value, subscriber, rng.uniform(0.02, 0.6), twice)
+        all_stored |= stored
+        values, delivered = reopen(path, subscriber)
+        assert not acked & set(delivered), f"acked bundles delivered again: {sorted(acked & set(delivered))[:10]}"
+        all_acked |= acked | set(delivered)
+        all_acking |= acking
+        lost = all_stored - set(values) - all_acked - all_acking
+        assert not lost, f"acknowledged bundles lost: {sorted(lost)[:10]}"
+        assert values == sorted(values) and len(values) == len(set(values)), "stored values are not one ordered run"
+        next_value = max(all_stored | all_acking | set(values), default=-1) + 1
+    if subscriber:  # at-least-once: reopen() delivered and acked the rest, so nothing is pending
+        assert reopen(path, subscriber)[1] == []
+
+
+@pytest.mark.parametrize("subscriber", [False, True], ids=["ingest", "ingest+subscriber"])
+@pytest.mark.parametrize("twice", [False, True], ids=["once", "twice"])
+def test_ctrl_c_loses_nothing_acknowledged(tmp_path: Path, subscriber: bool, twice: bool) -> None:
+    check_round(tmp_path / "store", 2, subscriber, twice, seed=hash((subscriber, twice)) & 0xFFFF)
+
+
+RUNS = int(os.environ.get("QUIVER_INTERRUPT_RUNS", "60"))
+
+
+@pytest.mark.torture
+@pytest.mark.parametrize("subscriber", [False, True], ids=["ingest", "ingest+subscriber"])
+@pytest.mark.parametrize("twice", [False, True], ids=["once", "twice"])
+def test_ctrl_c_at_many_random_moments(tmp_path: Path, subscriber: bool, twice: bool) -> None:
+    """RUNS interrupts per variant, the store reused across them (each run continues the last)."""
+    check_round(tmp_path / "store", RUNS, subscriber, twice, seed=1000 + 2 * subscriber + twice)
