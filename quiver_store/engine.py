@@ -29,7 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import fork_guard, progress, progress_ledger, seq_floor
+from . import exit_guard, fork_guard, progress, progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
 from .errors import (
@@ -67,6 +67,7 @@ META_WAL_LAST = "quiver.wal.last_sequence"
 META_LAYOUT = "quiver.layout"
 META_REASON = "quiver.finalize_reason"
 META_SIGNALS = "quiver.signals"
+EXIT_JOIN = 10.0  # seconds to wait for each store thread at interpreter exit (a segment write finishing)
 RETRY_BACKOFF = (0.05, 5.0)  # first and largest delay between finalize attempts, seconds
 FINALIZE_POLL = 0.2  # seconds between checks for a failing finalizer while flush/close wait
 APPLY_LINGER = 0.005  # seconds a busy applier waits for the next fdatasync's wake-up before polling
@@ -287,6 +288,7 @@ class QuiverStore:
         self._hub.start(f"quiver-maintenance[{path}]")
         # -- end subscribers --
         fork_guard.track(self)
+        exit_guard.track(self)
         self.stats_counters["open_seconds"] = time.perf_counter() - t0
 
     def _acquire_lock(self) -> None:
@@ -1019,12 +1021,26 @@ class QuiverStore:
         self._release_lock()
         self._closed = True
         fork_guard.forget(self)
+        exit_guard.forget(self)
 
     def _notify_all_threads(self) -> None:
         """Called holding the lock: wake the applier, the finalizer and every waiter."""
         self._cv.notify_all()
         self._apply_cv.notify_all()
         self._finalize_cv.notify_all()
+
+    def _stop_threads_at_exit(self) -> None:
+        """exit_guard: the interpreter is exiting with this store open (close() never ran or was cut
+        short). Stop its threads as a crash would: nothing more is finalized, the WAL keeps what was
+        acknowledged, and the next open replays it. A segment write under way finishes first."""
+        log.warning("store %s still open at interpreter exit: stopping its threads; the next open replays the WAL", self.path)
+        with self._lock:
+            self._stopping = True
+            self._abandoned = True
+            self._notify_all_threads()
+        self._hub.stop_thread(EXIT_JOIN)
+        for thread in (self._applier, self._finalizer):
+            thread.join(EXIT_JOIN)
 
     def _abandon(self) -> None:
         """Test support: stop without finalizing, as a crash would (the WAL is left as written)."""
@@ -1065,6 +1081,7 @@ class QuiverStore:
             "the process that uses it; one process opens a store directory at a time"
         )
         self._hub.registry.forked_away = self._forked_away
+        exit_guard.forget(self)  # its threads are the parent's: nothing to stop in this process
 
     # -- reading ------------------------------------------------------------------------------------
     def _segment_info(self, seq: int) -> SegmentInfo:

@@ -163,10 +163,11 @@ class SubscriberHub:
                 return False
             self._closed = True
         self.retention.closed = True
-        self._stop_thread()
+        self.stop_thread()
         return True
 
-    def _stop_thread(self) -> None:
+    def stop_thread(self, timeout: float | None = None) -> None:
+        """Stop the maintenance thread and wait for it (up to `timeout` seconds); the ack log stays open."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+            self._thread.join(timeout)
