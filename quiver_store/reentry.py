@@ -31,11 +31,29 @@ class CallDepth:
         local.depth = depth + 1
         try:
             yield
-        finally:
+        except BaseException as leaving:
             local.depth = depth
-            if depth == 0 and (deferred := getattr(local, "deferred", None)) is not None:
-                local.deferred = None
-                deferred()
+            if depth == 0:
+                self._run_deferred(leaving)
+            raise
+        local.depth = depth
+        if depth == 0:
+            self._run_deferred(None)
+
+    def _run_deferred(self, leaving: BaseException | None) -> None:
+        """Run the close deferred during this call. When the call is leaving with an exception (the
+        handler's sys.exit(), Ctrl-C), a failing close does not replace it: its error becomes a note."""
+        deferred = getattr(self._local, "deferred", None)
+        if deferred is None:
+            return
+        self._local.deferred = None
+        if leaving is None:
+            deferred()
+            return
+        try:
+            deferred()
+        except Exception as close_error:
+            leaving.add_note(f"then the close() deferred to the end of this call failed: {close_error}")
 
     def deferring(self) -> bool:
         """A close is waiting for this thread's call to end (blocking waits then end it early)."""

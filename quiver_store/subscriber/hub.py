@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from ..config import StoreConfig
+from ..errors import StoreClosedError
 from ..fs import DEFAULT_FS, FileSystem
 from ..retention import Retention, core_label
 from . import otel
@@ -92,7 +93,13 @@ class SubscriberHub:
                 if not target:
                     pending.append(info)
                     return
-            target[0].on_segment_finalized(info)
+            try:
+                target[0].on_segment_finalized(info)
+            except StoreClosedError:
+                # A segment the finalizer finished while close() had already shut the ack log (a
+                # close cut short by a signal handler's exception): the next open registers it,
+                # as it does any segment the ack log does not know.
+                log.info("segment %d finalized after the ack log closed; the next open registers it", info.seq)
 
         store.add_finalize_listener(listener)
         refs = [SegmentRef(s.seq, s.bundle_count, s.path) for s in store.segments()]
