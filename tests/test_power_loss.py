@@ -255,10 +255,10 @@ def run_subscribed_workload(path: str, fs: PowerLossFS, config: StoreConfig = CO
     attempted: list[int] = []
     try:
         store = QuiverStore.open(path, config, fs=fs)
-        subscription = store.subscribe("exporter")
     except (OSError, QuiverError):
         return ingested, acked, attempted
     try:
+        subscription = store.subscribe("exporter")
         for i in range(BUNDLES):
             store.ingest(bundle(i))
             ingested.append(i)
