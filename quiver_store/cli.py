@@ -505,6 +505,7 @@ def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+INTERRUPTED_EXIT = 128 + 2  # what a shell reports for a command Ctrl-C (SIGINT) ended
 SIGPIPE_EXIT = 128 + 13  # what a shell reports for a command SIGPIPE ended (`set -o pipefail` sees it)
 
 
@@ -546,6 +547,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`quiver dump ... | head`): stop quietly, as cat does
         _discard_stdout()
         return SIGPIPE_EXIT
+    except KeyboardInterrupt:  # Ctrl-C: the commands only read, so there is nothing to undo
+        _stderr().print(f"quiver {args.command}: interrupted")
+        return INTERRUPTED_EXIT
     except (QuiverError, OSError) as exc:  # one line on stderr, never a traceback
         _stderr().print(f"[red]quiver {args.command}:[/red] {escape(str(exc))}")
         return 1 if isinstance(exc, CorruptionError) else 2  # damage found vs bad arguments or refused

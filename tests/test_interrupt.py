@@ -195,3 +195,62 @@ RUNS = int(os.environ.get("QUIVER_INTERRUPT_RUNS", "60"))
 def test_a_signal_at_many_random_moments(tmp_path: Path, how: str, subscriber: bool, twice: bool) -> None:
     """RUNS signals per variant, the store reused across them (each run continues the last)."""
     check_round(tmp_path / "store", RUNS, subscriber, twice, seed=1000 + len(how) * 4 + 2 * subscriber + twice, how=how)
+
+
+# -- the command-line tools --------------------------------------------------------------------------
+
+
+def test_ctrl_c_during_adaptive_arrow_pipeline_ends_quietly_and_leaves_a_sound_store(tmp_path: Path) -> None:
+    """Exit status 130 and one line instead of a traceback; the store the command was filling opens,
+    verifies and holds whole batches only (the with block closed it on the way out)."""
+    from quiver_store.cli import main as quiver_main
+
+    store = tmp_path / "store"
+    cli = Path(sys.executable).with_name("adaptive-arrow")
+    proc = subprocess.Popen([str(cli), "pipeline", "--store", str(store), "--signal", "logs", "--count", "200000",
+                             "--batch-size", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wal = store / "wal" / "quiver.wal"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # it generates and encodes every batch first, then ingests them
+        if wal.is_file() and any(wal.read_bytes()[30:64]):  # the first entry after the 30-byte header
+            break
+        time.sleep(0.02)
+    else:
+        proc.kill()
+        raise AssertionError(f"the pipeline never started ingesting: {proc.communicate()[1][-2000:]}")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=HANG_SECONDS)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == "adaptive-arrow pipeline: interrupted" and "Traceback" not in err, err[-2000:]
+    assert quiver_main(["verify", str(store)]) == 0
+    with QuiverStore.open(store) as opened:
+        opened.flush()
+        rows = [sum(b.num_rows for b in bundle.slots.values()) for _, _, bundle in opened.bundles()]
+    assert rows and all(rows), f"stored bundles' row counts: {rows}"  # interrupted mid-run, with work stored
+
+
+def test_ctrl_c_in_a_quiver_command_ends_quietly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from quiver_store import cli
+
+    QuiverStore.open(tmp_path / "store").close()
+
+    def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_dump", interrupted)
+    assert cli.main(["dump", str(tmp_path / "store")]) == 130
+    assert capsys.readouterr().err.strip() == "quiver dump: interrupted"
+
+
+def test_ctrl_c_in_an_adaptive_arrow_command_ends_quietly(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptive_arrow import cli
+    from adaptive_arrow.commands import generate
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "run", interrupted)
+    assert cli.main(["generate", "--signal", "logs", "--count", "10", "--out", "x.pb"]) == 130
+    assert capsys.readouterr().err.strip() == "adaptive-arrow generate: interrupted"
