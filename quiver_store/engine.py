@@ -43,7 +43,7 @@ from .errors import (
 )
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
-from .reentry import CallDepth
+from .reentry import CallDepth, counted
 from .segment.accumulator import OpenSegment
 from .segment.info import SegmentInfo
 from .segment.writer import write_segment
@@ -666,6 +666,11 @@ class QuiverStore:
     # -- applier -----------------------------------------------------------------------------------
     def _push(self, item: tuple) -> None:
         with self._lock:
+            if self._stopping and (item[0] == "barrier" or (item[0] == "seal" and item[2] is not None)):
+                # The applier may be gone already: nobody would ever answer (a flush() on another
+                # thread that passed its open check just before close() stopped the threads).
+                raise StoreClosedError(f"store {self.path} is closing; close() finalizes what is open "
+                                       "(or keeps it in the WAL for the next open)")
             if item[0] == "entry":
                 self._inbox_bytes += item[5]
             self._inbox.append(item)
@@ -1094,6 +1099,7 @@ class QuiverStore:
             self._segment_infos[seq] = info
         return info
 
+    @counted
     def segments(self) -> list[SegmentInfo]:
         """Every finalized segment, ascending by sequence (metadata read lazily, then cached)."""
         return [self._segment_info(s) for s in sorted(self._segment_sizes)]
@@ -1108,6 +1114,7 @@ class QuiverStore:
                     yield seq, index, bundle
 
     # -- producer progress (progress.py) -----------------------------------------------------------
+    @counted
     def committed_offset(self, producer: str) -> int:
         """How many input items `producer` has stored: the largest offset of its progress records
         (`progress.with_progress`) among the bundles this store holds, 0 when it has none.
@@ -1199,6 +1206,7 @@ class QuiverStore:
         """Call `fn(info)` (on the finalizer thread) after each segment file is durable."""
         self._listeners.append(fn)
 
+    @counted
     def delete_segment(self, seq: int, reason: str) -> int:
         """Unlink a segment file and fsync the directory; returns the bytes freed."""
         if seq not in self._segment_sizes:
@@ -1235,11 +1243,13 @@ class QuiverStore:
                 seq_floor.write(self.fs, self.segments_dir, floor)
                 self._floor_written = self._next_segment_seq
 
+    @counted
     def disk_usage(self) -> int:
         """Bytes of WAL (live), segment files and ack log files of this store."""
         acks = sum(self.fs.file_size(os.path.join(self.path, n)) for n in self.fs.listdir(self.path) if n.startswith("ack."))
         return self._wal.usage() + sum(self._segment_sizes.values()) + acks
 
+    @counted
     def open_segment_bytes(self) -> int:
         """Bytes held in memory: the open segment, sealed ones not yet written, and committed bundles
         the applier has yet to add (counted by their WAL frame size)."""
@@ -1249,6 +1259,7 @@ class QuiverStore:
                 total += self._open.serialized_size
             return total
 
+    @counted
     def stats(self) -> dict[str, Any]:
         """Counters and gauges (a snapshot; values are plain ints, floats, strings and lists)."""
         out: dict[str, Any] = dict(self.stats_counters)

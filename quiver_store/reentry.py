@@ -12,9 +12,11 @@ an ingest held by backpressure (size cap or a lagging finalizer), whose bundle i
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar, cast
 
 CLOSE_CHECK = 0.5  # seconds: the longest a blocked next() waits before looking for a deferred close
 
@@ -65,3 +67,20 @@ class CallDepth:
             return False
         self._local.deferred = action
         return True
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def counted(method: Method) -> Method:
+    """Decorator for a public method of an object with a `_calls: CallDepth`: the call counts, so a
+    close() from a signal handler that interrupts it (and may find one of its locks held) waits
+    for it to end instead of deadlocking."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._calls.inside():
+            return method(self, *args, **kwargs)
+
+    return cast(Method, call)
+

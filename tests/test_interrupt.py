@@ -40,49 +40,61 @@ WRITER = textwrap.dedent(
     from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig
     from quiver_store.errors import StoreClosedError
     cfg = StoreConfig(segment=SegmentConfig(target_size=64 << 10, max_open_duration=3600.0))
-    start, subscriber, how = int(sys.argv[2]), sys.argv[3] == "subscriber", sys.argv[4]
+    start, mode, how = int(sys.argv[2]), sys.argv[3], sys.argv[4]
     def say(line):  # one write(2) per line: print() from two threads can interleave mid-line
         os.write(1, (line + "\\n").encode())
-    with QuiverStore.open(sys.argv[1], cfg) as store:
-        if how == "sigterm":  # the usual service shutdown: close, then exit with status 0
-            def on_term(signum, frame):
-                store.close()
-                sys.exit(0)
-            signal.signal(signal.SIGTERM, on_term)
-        if subscriber:
-            sub = store.subscribe("a")
-            def consume():
-                try:
-                    for delivery in sub:
-                        value = delivery.bundle.slots[0]["n"][0].as_py()
-                        say(f"acking {value}")
-                        delivery.ack()
-                        say(f"acked {value}")
-                except StoreClosedError:  # an ack racing the close; the iteration itself just ends
-                    pass
-            threading.Thread(target=consume).start()  # ends when the store closes
-        say("ready")
+    def produce():
         i = start
         while True:
             store.ingest(RecordBundle({0: pa.record_batch({"n": pa.array([i] * 40, pa.int64())}),
                                        3: pa.record_batch({"s": [f"v{i}"]})}))
             say(f"stored {i}")
             i += 1
-            if subscriber and i % 25 == 0:
+            if mode != "plain" and i % 25 == 0:
                 store.flush()  # finalize, so the subscriber has segments to read
+    def consume():
+        for delivery in sub:  # ends when the store closes
+            value = delivery.bundle.slots[0]["n"][0].as_py()
+            say(f"acking {value}")
+            delivery.ack()
+            say(f"acked {value}")
+    def in_thread(work):  # the other thread's work ends with the store's close
+        def run():
+            try:
+                work()
+            except StoreClosedError:
+                pass
+        threading.Thread(target=run).start()
+    with QuiverStore.open(sys.argv[1], cfg) as store:
+        if how == "sigterm":  # the usual service shutdown: close, then exit with status 0
+            def on_term(signum, frame):
+                store.close()
+                sys.exit(0)
+            signal.signal(signal.SIGTERM, on_term)
+        if mode != "plain":
+            sub = store.subscribe("a")
+        say("ready")
+        if mode == "subscriber-in-main":  # an exporter: the signal lands in next() or ack()
+            in_thread(produce)
+            consume()
+        else:
+            if mode == "subscriber":
+                in_thread(consume)
+            produce()
     """
 )
+
+MODES = {"plain": "ingest", "subscriber": "ingest+subscriber", "subscriber-in-main": "subscriber-in-main"}
 
 HANG_SECONDS = 30.0
 
 
-def interrupt_writer(path: Path, start: int, subscriber: bool, after: float, twice: bool, how: str = "ctrl-c"
+def interrupt_writer(path: Path, start: int, mode: str, after: float, twice: bool, how: str = "ctrl-c"
                      ) -> tuple[set[int], set[int], set[int]]:
     """Run the writer, signal it after `after` seconds (and again 5-50 ms later when `twice`):
     SIGINT ("ctrl-c"), or SIGTERM to a handler that calls close() and sys.exit(0) ("sigterm").
     Return the values it reported stored, acked, and being acked (ack() called, not known to have
     returned). Fails on a hang or an unexpected exit."""
-    mode = "subscriber" if subscriber else "plain"
     signum = signal.SIGINT if how == "ctrl-c" else signal.SIGTERM
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), mode, how],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -147,7 +159,7 @@ def reopen(path: Path, subscriber: bool) -> tuple[list[int], list[int]]:
     return values, delivered
 
 
-def check_round(path: Path, rounds: int, subscriber: bool, twice: bool, seed: int, how: str = "ctrl-c") -> None:
+def check_round(path: Path, rounds: int, mode: str, twice: bool, seed: int, how: str = "ctrl-c") -> None:
     """`rounds` interrupted writers on one store. A bundle may leave the store only after subscriber
     "a" acked it (retention then deletes its segment), so every stored bundle must be either still
     in the store or acked; an ack cut short by the interrupt may or may not have been recorded, so a
@@ -159,9 +171,9 @@ def check_round(path: Path, rounds: int, subscriber: bool, twice: bool, seed: in
     all_acking: set[int] = set()
     next_value = 0
     for _ in range(rounds):
-        stored, acked, acking = interrupt_writer(path, next_value, subscriber, rng.uniform(0.02, 0.6), twice, how)
+        stored, acked, acking = interrupt_writer(path, next_value, mode, rng.uniform(0.02, 0.6), twice, how)
         all_stored |= stored
-        values, delivered = reopen(path, subscriber)
+        values, delivered = reopen(path, mode != "plain")
         assert not acked & set(delivered), f"acked bundles delivered again: {sorted(acked & set(delivered))[:10]}"
         all_acked |= acked | set(delivered)
         all_acking |= acking
@@ -169,20 +181,20 @@ def check_round(path: Path, rounds: int, subscriber: bool, twice: bool, seed: in
         assert not lost, f"acknowledged bundles lost: {sorted(lost)[:10]}"
         assert values == sorted(values) and len(values) == len(set(values)), "stored values are not one ordered run"
         next_value = max(all_stored | all_acking | set(values), default=-1) + 1
-    if subscriber:  # at-least-once: reopen() delivered and acked the rest, so nothing is pending
-        assert reopen(path, subscriber)[1] == []
+    if mode != "plain":  # at-least-once: reopen() delivered and acked the rest, so nothing is pending
+        assert reopen(path, True)[1] == []
 
 
 VARIANTS = pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-SUBSCRIBER = pytest.mark.parametrize("subscriber", [False, True], ids=["ingest", "ingest+subscriber"])
+MODE = pytest.mark.parametrize("mode", list(MODES), ids=list(MODES.values()))
 TWICE = pytest.mark.parametrize("twice", [False, True], ids=["once", "twice"])
 
 
 @VARIANTS
-@SUBSCRIBER
+@MODE
 @TWICE
-def test_a_signal_loses_nothing_acknowledged(tmp_path: Path, how: str, subscriber: bool, twice: bool) -> None:
-    check_round(tmp_path / "store", 2, subscriber, twice, seed=len(how) * 4 + 2 * subscriber + twice, how=how)
+def test_a_signal_loses_nothing_acknowledged(tmp_path: Path, how: str, mode: str, twice: bool) -> None:
+    check_round(tmp_path / "store", 2, mode, twice, seed=len(how) * 8 + 2 * list(MODES).index(mode) + twice, how=how)
 
 
 RUNS = int(os.environ.get("QUIVER_INTERRUPT_RUNS", "60"))
@@ -190,11 +202,12 @@ RUNS = int(os.environ.get("QUIVER_INTERRUPT_RUNS", "60"))
 
 @pytest.mark.torture
 @VARIANTS
-@SUBSCRIBER
+@MODE
 @TWICE
-def test_a_signal_at_many_random_moments(tmp_path: Path, how: str, subscriber: bool, twice: bool) -> None:
+def test_a_signal_at_many_random_moments(tmp_path: Path, how: str, mode: str, twice: bool) -> None:
     """RUNS signals per variant, the store reused across them (each run continues the last)."""
-    check_round(tmp_path / "store", RUNS, subscriber, twice, seed=1000 + len(how) * 4 + 2 * subscriber + twice, how=how)
+    check_round(tmp_path / "store", RUNS, mode, twice, seed=1000 + len(how) * 8 + 2 * list(MODES).index(mode) + twice,
+                how=how)
 
 
 # -- the command-line tools --------------------------------------------------------------------------

@@ -341,6 +341,11 @@ class AckLog:
         return os.path.join(self.directory, LOG_NAME)
 
     @property
+    def stopped(self) -> bool:
+        """Closed, or poisoned by a failed (or interrupted) write: it takes no more records."""
+        return self._closed or self._failed is not None
+
+    @property
     def size(self) -> int:
         return self._size
 

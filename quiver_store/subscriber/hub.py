@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from ..config import StoreConfig
-from ..errors import StoreClosedError
+from ..errors import QuiverError
 from ..fs import DEFAULT_FS, FileSystem
 from ..retention import Retention, core_label
 from . import otel
@@ -93,13 +93,17 @@ class SubscriberHub:
                 if not target:
                     pending.append(info)
                     return
+            registry = target[0]
             try:
-                target[0].on_segment_finalized(info)
-            except StoreClosedError:
-                # A segment the finalizer finished while close() had already shut the ack log (a
-                # close cut short by a signal handler's exception): the next open registers it,
-                # as it does any segment the ack log does not know.
-                log.info("segment %d finalized after the ack log closed; the next open registers it", info.seq)
+                registry.on_segment_finalized(info)
+            except QuiverError as exc:
+                if not registry.log_stopped:
+                    raise
+                # The ack log was closed (a close() cut short by a signal handler's exception) or
+                # stopped by a failed or interrupted write: the next open registers the segment, as
+                # it does any segment the ack log does not know.
+                log.warning("segment %d was finalized after the ack log stopped taking records (%s); "
+                            "the next open registers it", info.seq, exc)
 
         store.add_finalize_listener(listener)
         refs = [SegmentRef(s.seq, s.bundle_count, s.path) for s in store.segments()]

@@ -418,6 +418,11 @@ class SubscriberRegistry:
             return reader.bundle(index)
 
     # -- segments ---------------------------------------------------------------------------
+    @property
+    def log_stopped(self) -> bool:
+        """The ack log takes no more records (closed, or stopped by a failed or interrupted write)."""
+        return self._log.stopped
+
     def on_segment_finalized(self, info: Any) -> None:
         """Finalize listener: the segment is durable; make it deliverable and wake subscribers."""
         ref = SegmentRef(info.seq, info.bundle_count, info.path)

@@ -39,7 +39,8 @@ class Delivery:
     @property
     def bundle(self) -> RecordBundle:
         if self._bundle is None:
-            self._bundle = self._registry.read_bundle(self.segment_seq, self.bundle_index)
+            with self._registry.calls.inside():  # a close() from a signal handler waits for the read
+                self._bundle = self._registry.read_bundle(self.segment_seq, self.bundle_index)
         return self._bundle
 
     def ack(self) -> bool:
@@ -49,7 +50,7 @@ class Delivery:
         """
         if self._bundle is None and self._settled is None:
             # Dropped by retention or unreadable: the ack is still recorded and `bundle` raises why.
-            with contextlib.suppress(QuiverError):
+            with self._registry.calls.inside(), contextlib.suppress(QuiverError):
                 self._bundle = self._registry.read_bundle(self.segment_seq, self.bundle_index)
         return self._settle("ack", Outcome.ACK)
 
@@ -111,7 +112,8 @@ class Subscription:
                 yield delivery
 
     def stats(self) -> dict[str, object]:
-        return next((s for s in self._registry.describe() if s["name"] == self.name), {})
+        with self._registry.calls.inside():
+            return next((s for s in self._registry.describe() if s["name"] == self.name), {})
 
     def __repr__(self) -> str:
         return f"Subscription({self.name!r})"
