@@ -38,8 +38,8 @@ def _stop_open_stores() -> None:
     for store in list(_OPEN):
         try:
             store._stop_threads_at_exit()
-        except Exception as exc:  # the process is ending: report, and stop the others
-            log.warning("stopping a Quiver store's threads at exit failed: %s", exc)
+        except BaseException as exc:  # the process is ending (a Ctrl-C here too): report, stop the others
+            log.warning("stopping a Quiver store's threads at exit failed: %r", exc)
 
 
 atexit.register(_stop_open_stores)

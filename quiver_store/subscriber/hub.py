@@ -159,23 +159,31 @@ class SubscriberHub:
 
     def close(self) -> None:
         """Stop retention, flush + checkpoint the ack log (acks are never lost on a clean close)."""
-        if self._stop_once():
-            self.registry.close()
+        if self._mark_closed():
+            try:
+                self._stop_retention()
+            finally:  # even when Ctrl-C cut the wait for the thread: blocked subscribers must wake
+                self.registry.close()
 
     def abandon(self) -> None:
         """Test support (a crash): stop without a final checkpoint; acks already returned are durable."""
-        if self._stop_once():
-            self.registry.abandon()
+        if self._mark_closed():
+            try:
+                self._stop_retention()
+            finally:
+                self.registry.abandon()
 
-    def _stop_once(self) -> bool:
-        """Stop retention and the maintenance thread; False when already stopped."""
+    def _mark_closed(self) -> bool:
+        """True for the one caller that closes the hub; False when it was closed already."""
         with self._close_lock:
             if self._closed:
                 return False
             self._closed = True
+        return True
+
+    def _stop_retention(self) -> None:
         self.retention.closed = True
         self.stop_thread()
-        return True
 
     def stop_thread(self, timeout: float | None = None) -> None:
         """Stop the maintenance thread and wait for it (up to `timeout` seconds); the ack log stays open."""
