@@ -43,7 +43,7 @@ from .errors import (
 )
 from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
-from .reentry import CallDepth, counted
+from .reentry import CallDepth, counted, run_noting_failure
 from .segment.accumulator import OpenSegment
 from .segment.info import SegmentInfo
 from .segment.writer import write_segment
@@ -528,25 +528,25 @@ class QuiverStore:
         log.error("%s corruption: %s (%s)", source, err, action)
 
     # -- ingest ----------------------------------------------------------------------------------
+    @counted
     def ingest(self, bundle: RecordBundle) -> BundleReceipt:
         """Append `bundle` to the WAL; return once durable under `wal.durability`."""
-        with self._calls.inside():
-            me = threading.get_ident()
+        me = threading.get_ident()
+        with self._ingests_lock:
+            if self._closing and not self._closed:
+                raise StoreClosedError(f"store {self.path} is closing (close() called on another thread); this bundle was not stored")
+            self._ingesting[me] += 1
+        try:
+            receipt = self._ingest(bundle)
+            if progress.PROGRESS_SLOT in bundle.slots:
+                self._note_progress(bundle)
+            return receipt
+        finally:
             with self._ingests_lock:
-                if self._closing and not self._closed:
-                    raise StoreClosedError(f"store {self.path} is closing (close() called on another thread); this bundle was not stored")
-                self._ingesting[me] += 1
-            try:
-                receipt = self._ingest(bundle)
-                if progress.PROGRESS_SLOT in bundle.slots:
-                    self._note_progress(bundle)
-                return receipt
-            finally:
-                with self._ingests_lock:
-                    self._ingesting[me] -= 1
-                    if not self._ingesting[me]:
-                        del self._ingesting[me]  # one entry per thread ingesting now, not per thread ever
-                    self._ingests_cv.notify_all()
+                self._ingesting[me] -= 1
+                if not self._ingesting[me]:
+                    del self._ingesting[me]  # one entry per thread ingesting now, not per thread ever
+                self._ingests_cv.notify_all()
 
     def _ingest(self, bundle: RecordBundle) -> BundleReceipt:
         self._check_open()
@@ -905,13 +905,10 @@ class QuiverStore:
         return info
 
     # -- flush / close ------------------------------------------------------------------------------
+    @counted
     def finalize_now(self, reason: str = "requested") -> SegmentInfo | None:
         """Seal the open segment now and wait until its file is durable; None if it was empty.
         `reason` is recorded in the segment's metadata (`quiver.finalize_reason`)."""
-        with self._calls.inside():
-            return self._finalize_now(reason)
-
-    def _finalize_now(self, reason: str) -> SegmentInfo | None:
         self._check_open()
         if not isinstance(reason, str) or not reason:
             raise ConfigError(f"finalize_now(reason=...): the reason must be a non-empty str, got {reason!r}")
@@ -1039,10 +1036,7 @@ class QuiverStore:
         short). Stop its threads as a crash would: nothing more is finalized, the WAL keeps what was
         acknowledged, and the next open replays it. A segment write under way finishes first."""
         log.warning("store %s still open at interpreter exit: stopping its threads; the next open replays the WAL", self.path)
-        with self._lock:
-            self._stopping = True
-            self._abandoned = True
-            self._notify_all_threads()
+        self._stop_as_a_crash()
         self._hub.stop_thread(EXIT_JOIN)
         for thread in (self._applier, self._finalizer):
             thread.join(EXIT_JOIN)
@@ -1050,11 +1044,15 @@ class QuiverStore:
     def _abandon(self) -> None:
         """Test support: stop without finalizing, as a crash would (the WAL is left as written)."""
         self._hub.abandon()
+        self._stop_as_a_crash()
+        self._shutdown()
+
+    def _stop_as_a_crash(self) -> None:
+        """Tell the applier and finalizer to stop; like a crash, no new seal or finalize starts."""
         with self._lock:
             self._stopping = True
-            self._abandoned = True  # like a crash: no new seal or finalize starts from here on
+            self._abandoned = True
             self._notify_all_threads()
-        self._shutdown()
 
     def __enter__(self) -> QuiverStore:
         return self
@@ -1065,12 +1063,8 @@ class QuiverStore:
         logged and added to it as a note, and the original exception goes on."""
         if exc is None:
             self.close()
-            return
-        try:
-            self.close()
-        except Exception as close_error:
-            log.warning("store %s: close() after %s failed: %s", self.path, type(exc).__name__, close_error)
-            exc.add_note(f"then closing the Quiver store failed: {close_error}")
+        else:
+            run_noting_failure(self.close, exc, f"then closing the Quiver store {self.path} failed")
 
     def _check_open(self) -> None:
         if self._forked_away is not None:
@@ -1127,7 +1121,7 @@ class QuiverStore:
         self._check_open()
         problem = progress.producer_problem(producer)
         if problem:
-            raise QuiverError(f"committed_offset: producer must be a non-empty string, got {producer!r}: {problem}")
+            raise QuiverError(f"committed_offset: not a producer name: {producer!r}: {problem}")
         with self._progress_lock:
             if not self._progress_read:
                 progress.merge(self._progress, self._ledger_offsets())
@@ -1183,23 +1177,23 @@ class QuiverStore:
                 self._ledger = ledger
 
     # -- subscribers (quiver_store/subscriber/) ------------------------------------------------------
+    @counted
     def subscribe(self, name: str, start: str = "earliest") -> Subscription:
         """Register (or resume) subscriber `name`; see docs/user-guide.md, "Subscribers"."""
         self._check_open()
-        with self._calls.inside():
-            return self._hub.subscribe(name, start)  # type: ignore[arg-type]
+        return self._hub.subscribe(name, start)  # type: ignore[arg-type]
 
+    @counted
     def unsubscribe(self, name: str) -> None:
         """Remove subscriber `name` durably and release the segments it pinned."""
         self._check_open()
-        with self._calls.inside():
-            self._hub.unsubscribe(name)
+        self._hub.unsubscribe(name)
 
+    @counted
     def maintain(self) -> None:
         """Run retention now (orphans, max_age, steady-state cleanup, ack log checkpoint)."""
         self._check_open()
-        with self._calls.inside():
-            self._hub.tick()
+        self._hub.tick()
 
     # -- hooks for retention and subscribers --------------------------------------------------------
     def add_finalize_listener(self, fn: Callable[[SegmentInfo], None]) -> None:

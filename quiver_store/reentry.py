@@ -13,10 +13,13 @@ an ingest held by backpressure (size cap or a lagging finalizer), whose bundle i
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
+
+log = logging.getLogger("quiver_store")
 
 CLOSE_CHECK = 0.5  # seconds: the longest a blocked next() waits before looking for a deferred close
 
@@ -51,11 +54,8 @@ class CallDepth:
         self._local.deferred = None
         if leaving is None:
             deferred()
-            return
-        try:
-            deferred()
-        except Exception as close_error:
-            leaving.add_note(f"then the close() deferred to the end of this call failed: {close_error}")
+        else:
+            run_noting_failure(deferred, leaving, "then the close() deferred to the end of this call failed")
 
     def deferring(self) -> bool:
         """A close is waiting for this thread's call to end (blocking waits then end it early)."""
@@ -83,4 +83,15 @@ def counted(method: Method) -> Method:
             return method(self, *args, **kwargs)
 
     return cast(Method, call)
+
+
+def run_noting_failure(action: Callable[[], None], leaving: BaseException, what: str) -> None:
+    """Run `action` (a close) while `leaving` propagates. If it fails, its error does not replace
+    `leaving` (Ctrl-C's KeyboardInterrupt, a handler's SystemExit, the caller's own error): it is
+    logged and added to `leaving` as a note."""
+    try:
+        action()
+    except Exception as error:
+        log.warning("%s (while %s propagated): %s", what, type(leaving).__name__, error)
+        leaving.add_note(f"{what}: {error}")
 

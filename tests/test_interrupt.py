@@ -275,3 +275,44 @@ def test_ctrl_c_in_an_adaptive_arrow_command_ends_quietly(monkeypatch: pytest.Mo
     monkeypatch.setattr(generate, "run", interrupted)
     assert cli.main(["generate", "--signal", "logs", "--count", "10", "--out", "x.pb"]) == 130
     assert capsys.readouterr().err.strip() == "adaptive-arrow generate: interrupted"
+
+
+# -- a failing close beside an exception already leaving ---------------------------------------------
+
+
+def test_a_failing_close_does_not_replace_the_exception_leaving_the_with_block(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from quiver_store.errors import QuiverError
+
+    store = QuiverStore.open(tmp_path / "store")
+    real_close = store._close
+
+    def failing_close() -> None:
+        real_close()
+        raise QuiverError("closed without finalizing its open segment (kept in the WAL)")
+
+    monkeypatch.setattr(store, "_close", failing_close)
+    with pytest.raises(KeyboardInterrupt) as leaving, store:
+        raise KeyboardInterrupt
+    assert leaving.value.__notes__ == [
+        f"then closing the Quiver store {store.path} failed: closed without finalizing its open segment (kept in the WAL)"
+    ]
+    assert store._closed
+
+
+def test_a_deferred_close_that_fails_leaves_the_handlers_exit_status_alone() -> None:
+    from quiver_store.errors import QuiverError
+    from quiver_store.reentry import CallDepth
+
+    def failing_close() -> None:
+        raise QuiverError("the WAL stopped accepting writes after SystemExit during a commit")
+
+    calls = CallDepth()
+    with pytest.raises(SystemExit) as leaving, calls.inside():
+        assert calls.defer_if_inside(failing_close)  # a SIGTERM handler's close(), inside a store call
+        raise SystemExit(0)  # ... then its sys.exit(0)
+    assert leaving.value.code == 0
+    assert leaving.value.__notes__ == [
+        "then the close() deferred to the end of this call failed: "
+        "the WAL stopped accepting writes after SystemExit during a commit"
+    ]

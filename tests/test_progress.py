@@ -100,7 +100,7 @@ def test_progress_records_are_checked_before_anything_is_logged(tmp_path: Path) 
             with_progress(good, "p", 2)
         with pytest.raises(BundleError, match="non-empty producer"):
             with_progress(item(0), "", 2)
-        with pytest.raises(QuiverError, match="producer must be a non-empty string, got 3"):
+        with pytest.raises(QuiverError, match="not a producer name: 3"):
             store.committed_offset(3)  # type: ignore[arg-type]
         assert store.committed_offset("p") == 0
     assert stored_items(tmp_path) == []
@@ -298,5 +298,5 @@ def test_committed_offset_refuses_a_producer_no_record_can_hold(tmp_path: Path) 
     """A name with_progress refuses can have no offset: say so rather than answer 0."""
     with QuiverStore.open(tmp_path, QUIET) as store:
         for producer, why in (("bad\udcff", "the producer is not valid UTF-8"), ("", "the producer is empty"), (7, "the producer must be a str, not int")):
-            with pytest.raises(QuiverError, match=rf"^committed_offset: producer must be a non-empty string, got .*: {why}"):
+            with pytest.raises(QuiverError, match=rf"^committed_offset: not a producer name: .*: {why}"):
                 store.committed_offset(producer)  # type: ignore[arg-type]

@@ -72,7 +72,6 @@ class GroupCommitter:
         self._next_seq = next_sequence
         self._committed_through = next_sequence - 1
         self._failed: BaseException | None = None
-        self._failed_reason = ""  # what stopped the WAL, for the errors of later calls
         self.stats = {"commits": 0, "fsyncs": 0, "bytes_written": 0, "entries": 0, "max_group": 0}
         self.group_sizes: dict[int, int] = {}
 
@@ -128,7 +127,7 @@ class GroupCommitter:
             if self._gathering and not self._arriving:  # it waits for all of them: wake it once
                 self._gather.notify()
         if self._failed is not None:
-            raise QuiverError(f"the WAL stopped accepting writes after {self._failed_reason}; close and reopen the store")
+            raise QuiverError(f"the WAL stopped accepting writes after {_stop_reason(self._failed)}; close and reopen the store")
         seq = self._next_seq
         self._next_seq += 1
         return seq
@@ -149,7 +148,7 @@ class GroupCommitter:
             while self._led_by_another():
                 self._wait()
             if self._failed is not None:
-                raise QuiverError(f"the WAL stopped accepting writes after {self._failed_reason}")
+                raise QuiverError(f"the WAL stopped accepting writes after {_stop_reason(self._failed)}")
             if self._queue:
                 error = self._lead(sync=self.durability == "fsync")
                 if error is not None:
@@ -266,8 +265,11 @@ class GroupCommitter:
                 r.error = QuiverError(f"{what}; this entry was not acknowledged")
         if self.writer.broken or any(r.position is not None for r in batch):
             self._failed = error
-            reason = f"{type(error).__name__} during a commit" if interrupted else f"an I/O failure ({error})"
-            self._failed_reason = reason
             for r in self._queue:
-                r.error = QuiverError(f"the WAL stopped accepting writes after {reason}")
+                r.error = QuiverError(f"the WAL stopped accepting writes after {_stop_reason(error)}")
             self._queue = []
+
+
+def _stop_reason(error: BaseException) -> str:
+    """What stopped the WAL, for the errors of later calls."""
+    return f"an I/O failure ({error})" if isinstance(error, Exception) else f"{type(error).__name__} during a commit"
