@@ -191,7 +191,7 @@ class AckLog:
         self._buf = bytearray()
         self._appended = 0  # global LSN: bytes appended since open, across rotations
         self._durable = 0
-        self._flushing = False
+        self._flusher = 0  # ident of the thread writing (commit leader or checkpoint); 0: none
         self._failed: BaseException | None = None
         self._closed = False
         self.commits = 0  # fdatasync calls (group commits)
@@ -291,10 +291,10 @@ class AckLog:
                 self._check()
                 if self._durable >= target:
                     return
-                if not self._flushing:
+                if not self._flusher:
                     break
-                self._cond.wait()
-            self._flushing = True
+                self._wait_for_flusher()
+            self._flusher = threading.get_ident()
             data = bytes(self._buf)
             self._buf.clear()
             upto = self._appended
@@ -312,8 +312,23 @@ class AckLog:
             ) from exc
         with self._lock:
             self._durable = upto
-            self._flushing = False
+            self._flusher = 0
             self._cond.notify_all()
+
+    def _wait_for_flusher(self) -> None:
+        """Called holding the lock while a write is under way: wait for it to end. A write this
+        thread still holds is stale, not under way: a signal handler's exception (Ctrl-C) cut its
+        commit or checkpoint short between two statements, outside the code that poisons the log
+        on such an exception, and waiting would wait for itself forever. Whether its records
+        reached the disk is unknown, so the log is poisoned now, as the interrupted write would
+        have been."""
+        if self._flusher != threading.get_ident():
+            self._cond.wait()
+            return
+        if self._failed is None:
+            self._failed = QuiverError("a write of this thread was cut short by an exception a signal handler raised")
+        self._flusher = 0
+        self._cond.notify_all()
 
     def _write(self, data: bytes) -> None:
         if data:
@@ -325,7 +340,7 @@ class AckLog:
     def _poison(self, exc: BaseException) -> None:
         with self._lock:
             self._failed = exc
-            self._flushing = False
+            self._flusher = 0
             self._cond.notify_all()
 
     def _check(self) -> None:
@@ -360,10 +375,10 @@ class AckLog:
         temp file, fsync, rename, directory fsync; then delete the covered files.
         """
         with self._lock:
-            while self._flushing:
-                self._cond.wait()
+            while self._flusher:
+                self._wait_for_flusher()
             self._check()
-            self._flushing = True
+            self._flusher = threading.get_ident()
             data = bytes(self._buf)
             self._buf.clear()
             upto = self._appended
@@ -392,7 +407,7 @@ class AckLog:
             raise QuiverError(f"ack log {self.path}: checkpoint/rotation failed ({exc})") from exc
         with self._lock:
             self._durable = upto
-            self._flushing = False
+            self._flusher = 0
             self._cond.notify_all()
 
     def abandon(self) -> None:
@@ -402,20 +417,24 @@ class AckLog:
             self._closed = True
             self._cond.notify_all()
         if self._fd >= 0:
-            self.fs.close(self._fd)
+            fd, self._fd = self._fd, -1
+            self.fs.close(fd)
 
     def close(self) -> None:
         """Flush and fdatasync every buffered record (acks are never lost on a clean close)."""
         if self._closed:
             return
-        if self._failed is None:
-            self.commit()
-            if not self._sync:
-                self.fs.fdatasync(self._fd)
-        with self._lock:
-            self._closed = True
-        if self._fd >= 0:
-            self.fs.close(self._fd)
+        try:
+            if self._failed is None:
+                self.commit()
+                if not self._sync:
+                    self.fs.fdatasync(self._fd)
+        finally:  # closed either way: a failed flush is reported, and the file is not left open
+            with self._lock:
+                self._closed = True
+            if self._fd >= 0:
+                fd, self._fd = self._fd, -1
+                self.fs.close(fd)
 
 
 def checkpoint_position(payload: bytes, path: str) -> tuple[int, int]:
