@@ -159,8 +159,10 @@ def newest_covered_sequence(fs: FileSystem, segments_dir: str, info_of: Callable
 
 def _check_store_path(fs: FileSystem, path: str, wal_dir: str, segments_dir: str) -> None:
     """Refuse, before anything is created, a store path that is a file or holds a file where the
-    store keeps a directory, and a path inside another store's wal/ or segments/ (a likely slip for
-    the store itself, which would otherwise leave a second store nested in the first)."""
+    store keeps a directory, a path inside another store's wal/ or segments/ (a likely slip for
+    the store itself, which would otherwise leave a second store nested in the first), and a
+    directory that holds other things and is not a store (a slip for a new folder: the store would
+    scatter wal/, segments/, LOCK and ack.log among someone else's files)."""
     norm = os.path.normpath(path)
     name, parent = os.path.basename(norm), os.path.dirname(norm) or "."
     if name in ("wal", "segments") and all(fs.exists(os.path.join(parent, n)) for n in (LOCK_NAME, "wal", "segments")):
@@ -176,6 +178,31 @@ def _check_store_path(fs: FileSystem, path: str, wal_dir: str, segments_dir: str
                                      "(QuiverStore.open creates it when missing)") from None
             raise NotAStoreError(f"{d} is a file where a store keeps its {os.path.basename(d)}/ directory: "
                                  f"{path} is not a Quiver store") from None
+    _refuse_foreign_directory(fs, path)
+
+
+FOREIGN_ALLOWED = frozenset({"lost+found"})
+"""Entries a new store's directory may already hold: ext4 puts lost+found at the root of a volume,
+so a disk mounted for the store alone is not a foreign directory."""
+
+
+def _refuse_foreign_directory(fs: FileSystem, path: str) -> None:
+    """NotAStoreError when `path` holds entries and is not a store (store_dir.store_problem)."""
+    from .store_dir import store_problem  # store_dir reads this module's file names
+
+    if not fs.exists(path):
+        return
+    entries = sorted(set(fs.listdir(path)) - FOREIGN_ALLOWED)
+    if not entries:
+        return
+    problem = store_problem(path)
+    if problem is None:
+        return
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise NotAStoreError(
+        f"{path} {problem}, and it holds other entries ({shown}): QuiverStore.open creates a store only "
+        f"in a new or empty directory; pass one, such as {os.path.join(path, 'quiver')}"
+    )
 
 
 def _store_path(path: object) -> str:
@@ -232,8 +259,9 @@ class QuiverStore:
         cls, path: str | bytes | os.PathLike[str] | os.PathLike[bytes], config: StoreConfig | None = None, *,
         layout: Layout | None = None, fs: FileSystem | None = None
     ) -> QuiverStore:
-        """Open (creating if needed) the store at `path` (str, bytes or os.PathLike), replaying its WAL.
-        Context manager."""
+        """Open the store at `path` (str, bytes or os.PathLike), replaying its WAL, or create one
+        there when `path` is missing or an empty directory (NotAStoreError for a directory that
+        holds other things). Context manager."""
         path = _store_path(path)
         if config is not None and not isinstance(config, StoreConfig):
             raise ConfigError(f"config must be a StoreConfig, got {type(config).__name__}")

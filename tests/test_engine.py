@@ -478,6 +478,33 @@ def test_open_refuses_a_regular_file_and_paths_inside_a_store(tmp_path):
         assert values(store) == [1]
 
 
+def test_open_creates_a_store_only_in_a_new_or_empty_directory(tmp_path):
+    from quiver_store.errors import NotAStoreError
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    for name in ("README.md", "setup.cfg", "notes.txt"):
+        (project / name).write_text(name)
+    before = tree(tmp_path)
+    with pytest.raises(NotAStoreError) as info:
+        QuiverStore.open(project, QUIET)
+    assert str(info.value) == (
+        f"{project} is not a Quiver store: it has no wal/ or segments/ directory, and it holds other entries "
+        f"(README.md, notes.txt, setup.cfg and 1 more): QuiverStore.open creates a store only in a new or "
+        f"empty directory; pass one, such as {project / 'quiver'}"
+    )
+    assert tree(tmp_path) == before  # nothing created in the foreign directory
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "volume" / "lost+found").mkdir(parents=True)  # the root of a disk mounted for the store
+    for path in (tmp_path / "missing", tmp_path / "empty", tmp_path / "volume"):
+        with QuiverStore.open(path, QUIET) as store:
+            store.ingest(simple(3))
+        (path / "operator-notes.txt").write_text("a file put into a store later")  # a store stays a store
+        with QuiverStore.open(path, QUIET) as store:
+            assert values(store) == [3]
+
+
 def test_malformed_record_bundles_raise_bundle_error(tmp_path):
     from quiver_store.errors import BundleError
 
