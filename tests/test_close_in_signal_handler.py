@@ -77,22 +77,30 @@ print("closed" if store._closed else "open", flush=True)
 """
 
 def run(script: str, store: Path, *args: str, after: float) -> list[str]:
-    child = subprocess.Popen([sys.executable, "-c", script, str(store), *args], stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    # Unbuffered: readline() then takes "ready" byte by byte. A buffered reader could read lines
+    # past it, which communicate(timeout=...) never sees (it reads the pipe's descriptor directly):
+    # "acked 0" to "acked 2" went missing that way in one run.
+    child = subprocess.Popen([sys.executable, "-c", script, str(store), *args], stdout=subprocess.PIPE, bufsize=0)
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
     time.sleep(after)
     child.terminate()
     try:
-        out, _ = child.communicate(timeout=30)
+        raw, _ = child.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         child.kill()
         child.communicate()
         raise AssertionError(f"the child ({args}) hung for 30 s after SIGTERM") from None
+    out = raw.decode()
     assert child.returncode == 0, out[-500:]
     return [line for line in out.splitlines() if line]
 
 
 def stored(path: Path) -> set[int]:
+    """Every bundle the store holds. A SIGTERM that cut a WAL commit leaves the open segment in the
+    WAL (its close could not finalize it): the reopen replays it, and flush() finalizes it, since
+    bundles() lists finalized segments only."""
     with QuiverStore.open(path) as store:
+        store.flush()
         return {bundle.slots[0]["i"][0].as_py() for _, _, bundle in store.bundles()}
 
 

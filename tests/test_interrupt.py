@@ -96,13 +96,15 @@ def interrupt_writer(path: Path, start: int, mode: str, after: float, twice: boo
     Return the values it reported stored, acked, and being acked (ack() called, not known to have
     returned). Fails on a hang or an unexpected exit."""
     signum = signal.SIGINT if how == "ctrl-c" else signal.SIGTERM
+    # Unbuffered, so readline() takes "ready" alone: communicate() reads the pipes' descriptors, not
+    # a buffered reader, and would never see lines such a reader had read past it.
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), mode, how],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     assert proc.stdout is not None
     first = proc.stdout.readline()
-    if first != "ready\n":
+    if first != b"ready\n":
         proc.kill()
-        raise AssertionError(f"writer did not start: {first!r} {proc.communicate()[1][-2000:]}")
+        raise AssertionError(f"writer did not start: {first!r} {proc.communicate()[1][-2000:].decode(errors='replace')}")
     time.sleep(after)
     proc.send_signal(signum)
     if twice:
@@ -111,12 +113,12 @@ def interrupt_writer(path: Path, start: int, mode: str, after: float, twice: boo
             proc.send_signal(signum)
     where = f"{how}, after={after:.3f}, twice={twice}"
     try:
-        out, err = proc.communicate(timeout=HANG_SECONDS)
+        out, err = (stream.decode(errors="replace") for stream in proc.communicate(timeout=HANG_SECONDS))
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr
         time.sleep(1.0)
         proc.kill()
-        out, err = proc.communicate()
+        err = proc.communicate()[1].decode(errors="replace")
         raise AssertionError(f"writer hung for {HANG_SECONDS:.0f} s after the signal ({where})\n{err[-6000:]}") from None
     if how == "ctrl-c":
         ok = proc.returncode in (-signal.SIGINT, 1) and ends_with_keyboard_interrupt(err, twice)
