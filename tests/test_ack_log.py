@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from quiver_store.fs import FileSystem
 from quiver_store.subscriber import ack_log as log
 from quiver_store.subscriber.registry import SegmentRef, SubscriberRegistry, read_offline, rebuild
 from quiver_store.subscriber.state import Outcome
+
+from .signal_windows import raise_before, run_on_a_thread
 
 
 def no_reader(path):
@@ -198,25 +201,6 @@ def test_failed_fdatasync_poisons_the_log(tmp_path):
         ack.append(SAMPLE[1])
 
 
-def _interrupt_after(method, line_text: str):  # type: ignore[no-untyped-def]
-    """A trace function raising KeyboardInterrupt, as a Ctrl-C handler would, just before the line
-    of `method` holding `line_text` runs (a signal handler runs between any two bytecodes)."""
-    import inspect
-
-    lines, first = inspect.getsourcelines(method)
-    target = first + next(i for i, text in enumerate(lines) if line_text in text)
-
-    def local(frame, event, arg):  # type: ignore[no-untyped-def]
-        if event == "line" and frame.f_lineno == target:
-            raise KeyboardInterrupt
-        return local
-
-    def global_(frame, event, arg):  # type: ignore[no-untyped-def]
-        return local if frame.f_code is method.__code__ else None
-
-    return global_
-
-
 @pytest.mark.parametrize(("method", "line_text"), [
     ("commit", "data = bytes(self._buf)"),  # leadership taken, before the write's try block
     ("commit", "self._flusher = 0"),  # written and synced, leadership not yet given back
@@ -228,21 +212,16 @@ def test_a_write_cut_short_outside_its_try_block_never_hangs_the_close(tmp_path,
     checkpoint then waited for it forever (make test, test_interrupt.py, subscriber-in-main).
     Now the thread finds its own stale write, poisons the log (the records' durability is
     unknown) and the close ends."""
-    import sys
-
     ack, _ = log.AckLog.open(str(tmp_path))
     ack.commit(ack.append(SAMPLE[0]))  # durable before the interrupted call
     lsn = ack.append(SAMPLE[1])
     outcome: list[BaseException] = []
 
     def interrupted_call_then_close() -> None:  # on one thread, as the main thread does it
-        sys.settrace(_interrupt_after(getattr(log.AckLog, method), line_text))
-        try:
+        sys.settrace(raise_before(getattr(log.AckLog, method), line_text))
+        with pytest.raises(KeyboardInterrupt):
             ack.commit(lsn) if method == "commit" else ack.checkpoint(lambda gen, off: b"")
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
+        sys.settrace(None)
         try:
             ack.checkpoint(lambda gen, off: b"")  # SubscriberRegistry.close checkpoints first
         except QuiverError as exc:
@@ -250,10 +229,7 @@ def test_a_write_cut_short_outside_its_try_block_never_hangs_the_close(tmp_path,
         finally:
             ack.close()
 
-    worker = threading.Thread(target=interrupted_call_then_close, daemon=True)
-    worker.start()
-    worker.join(10)
-    assert not worker.is_alive(), "the close waited for the interrupted write forever"
+    run_on_a_thread(interrupted_call_then_close, timeout=10)
     (error,) = outcome
     assert "failed earlier (a write of this thread was cut short by an exception a signal handler raised)" in str(error)
     with pytest.raises(QuiverError, match="failed earlier"):  # poisoned: nothing more is claimed durable

@@ -57,8 +57,9 @@ class GroupCommitter:
         self.flush_interval = config.flush_interval
         self.on_commit = on_commit
         # `with self._lock`, not `with self._cond`: a Condition's Python-level __exit__ can be cut
-        # short by a signal handler's exception, leaving the lock held (engine.py says more).
-        self._lock = lock = threading.Lock()
+        # short by a signal handler's exception, leaving the lock held (engine.py says more). An
+        # RLock, though never taken twice, for its exact `_is_owned()`: see `_lead`.
+        self._lock = lock = threading.RLock()
         self._cond = threading.Condition(lock)
         self._gather = threading.Condition(lock)  # a new leader waits here for producers mid-encode
         self._arriving = 0
@@ -218,10 +219,10 @@ class GroupCommitter:
                     break
                 self._gather.wait(left)
             self._gathering = False
-        self._cond.release()
         batch: list[Pending] = []
         error: BaseException | None = None
         try:
+            self._cond.release()
             if self.flush_interval > 0 and self.durability != "none":
                 time.sleep(self.flush_interval)
             with self._lock:
@@ -238,7 +239,12 @@ class GroupCommitter:
         except BaseException as exc:
             error = exc
         finally:
-            self._cond.acquire()
+            # A signal handler's exception (Ctrl-C, sys.exit in a SIGTERM handler) can land just
+            # before or just after the release above: take the lock back only if it went. (It
+            # used to be released outside this block: an exception right after it left the
+            # caller's `with` releasing an unlocked lock, and a RuntimeError replaced the Ctrl-C.)
+            if not self._lock._is_owned():  # type: ignore[attr-defined]
+                self._cond.acquire()
             self._leader = False
             self._leading = []
             if error is not None:

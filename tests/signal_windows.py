@@ -1,0 +1,53 @@
+"""Raise an exception at an exact statement, as a signal handler would.
+
+Python runs a signal handler (Ctrl-C's KeyboardInterrupt, a SIGTERM handler's sys.exit) between
+any two bytecodes of the main thread, so every statement boundary of a store call is a place a
+handler's exception can appear. The random-signal tests (test_interrupt.py) find such windows by
+chance; these helpers pin one down so a test can hit it every time."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+def raise_before(
+    function: Callable[..., Any], line_text: str, exc: type[BaseException] = KeyboardInterrupt, *, lines_after: int = 0
+) -> Any:
+    """A trace function that raises `exc` just before the first line of `function` containing
+    `line_text` runs (or the line `lines_after` lines below it, to land right after a statement).
+    Install it with sys.settrace on the thread that will make the call."""
+    lines, first = inspect.getsourcelines(function)
+    target = first + next(i for i, text in enumerate(lines) if line_text in text) + lines_after
+    code = function.__code__
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == target:
+            raise exc
+        return local
+
+    return lambda frame, event, arg: local if frame.f_code is code else None
+
+
+def run_on_a_thread(body: Callable[[], None], timeout: float = 20.0) -> None:
+    """Run `body` on a daemon thread (sys.settrace is per thread) and fail if it does not end
+    within `timeout` seconds: the failure these windows used to cause is a hang."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            body()
+        except BaseException as exc:  # reported on the test's thread
+            errors.append(exc)
+        finally:
+            sys.settrace(None)
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    assert not worker.is_alive(), f"hung for {timeout:.0f} s"
+    if errors:
+        raise errors[0]
