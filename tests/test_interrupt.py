@@ -133,11 +133,20 @@ def interrupt_writer(path: Path, start: int, mode: str, after: float, twice: boo
     return stored, acked, acking
 
 
+_SHUTDOWN_REPORT = re.compile(
+    r"Exception ignored in(?: atexit callback: |: <module 'threading' from )[^\n]*\n"
+    r"Traceback \(most recent call last\):\n.{0,4000}?\n(?:SystemExit: 0|KeyboardInterrupt: ?)(?:\n|$)",
+    re.S,
+)
+
+
 def without_exit_noise(err: str) -> str:
-    """`err` less the report CPython prints when the second SIGTERM's handler raises SystemExit(0)
-    inside an atexit callback (the store's exit guard, or the handler's own close): the exit status
-    is still 0, and the exit guard stops what the interrupted callback did not."""
-    return re.sub(r"Exception ignored in atexit callback: .{0,2000}?\nSystemExit: 0\n", "", err, flags=re.S)
+    """`err` less the report CPython prints when a second signal's exception (the SIGTERM handler's
+    SystemExit(0), or a KeyboardInterrupt) lands in its own shutdown: inside an atexit callback (the
+    store's exit guard, or the handler's own close), or in `threading._shutdown` (concurrent.futures'
+    exit hook). The exit status is unchanged by it, and the exit guard stops what an interrupted
+    callback did not."""
+    return _SHUTDOWN_REPORT.sub("", err)
 
 
 def ends_with_keyboard_interrupt(err: str, twice: bool) -> bool:
@@ -145,6 +154,8 @@ def ends_with_keyboard_interrupt(err: str, twice: bool) -> bool:
     raised in its place: the last traceback's exception line (notes may follow it) names it. A
     second SIGINT can also land while the interpreter shuts down, after sys.stderr is gone; CPython
     then reports the KeyboardInterrupt object it could not print."""
+    if twice:
+        err = without_exit_noise(err)
     lines = err.splitlines()
     starts = [i for i, line in enumerate(lines) if line == "Traceback (most recent call last):"]
     if starts:
