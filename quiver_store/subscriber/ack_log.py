@@ -324,11 +324,8 @@ class AckLog:
         have been."""
         if self._flusher != threading.get_ident():
             self._cond.wait()
-            return
-        if self._failed is None:
-            self._failed = QuiverError("a write of this thread was cut short by an exception a signal handler raised")
-        self._flusher = 0
-        self._cond.notify_all()
+        else:
+            self._poison_locked(QuiverError("a write of this thread was cut short by an exception a signal handler raised"))
 
     def _write(self, data: bytes) -> None:
         if data:
@@ -339,9 +336,13 @@ class AckLog:
 
     def _poison(self, exc: BaseException) -> None:
         with self._lock:
-            self._failed = exc
-            self._flusher = 0
-            self._cond.notify_all()
+            self._poison_locked(exc)
+
+    def _poison_locked(self, exc: BaseException) -> None:
+        """Called holding the lock: the log takes no more records; waiters wake to the error."""
+        self._failed = exc
+        self._flusher = 0
+        self._cond.notify_all()
 
     def _check(self) -> None:
         if self._failed is not None:
