@@ -157,7 +157,7 @@ def test_encode_reads_zipkin_json(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, stdout, _ = _run(["encode", str(zipkin), "--signal", "traces", "--out", str(tmp_path / "z.otap")], capsys)
     assert code == 0 and stdout.startswith("1 message(s)")
     code, _, err = _run(["encode", str(zipkin), "--signal", "logs", "--out", str(tmp_path / "z.otap")], capsys)
-    assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs (--signal)\n")
+    assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs\n")
 
 
 def test_json_read_as_protobuf_says_it_looks_like_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -443,3 +443,39 @@ def test_encode_notes_temporary_files_a_killed_run_left(tmp_path: Path, capsys: 
     assert _run(argv, capsys)[::2] == (0, "")
     assert sorted(p.name for p in tmp_path.glob("x.otap*")) == [
         "x.otap", "x.otap.0123456789ABCDEF.tmp", "x.otap.mine.tmp", "x.otap.tmp"]
+
+
+def test_signal_defaults_to_that_of_the_first_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --signal, the first file's content names the signal: the output is byte for byte the
+    one --signal gives, for protobuf, OTLP/JSON and Zipkin inputs."""
+    cases = [(_requests(tmp_path, "metrics.json", 2), "metrics"), ([DATA / "logs.json"], "logs"),
+             ([DATA.parent / "zipkin" / "yelp.json", DATA / "trace.json"], "traces")]
+    for i, (inputs, signal) in enumerate(cases):
+        named, inferred = tmp_path / f"named-{i}.otap", tmp_path / f"inferred-{i}.otap"
+        assert _run(["encode", *map(str, inputs), "--signal", signal, "--out", str(named)], capsys)[::2] == (0, "")
+        assert _run(["encode", *map(str, inputs), "--out", str(inferred)], capsys)[::2] == (0, "")
+        assert inferred.read_bytes() == named.read_bytes()
+
+
+def test_without_signal_a_later_file_of_another_signal_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = _requests(tmp_path, "logs.json", 1)[0]
+    zipkin = DATA.parent / "zipkin" / "yelp.json"
+    out = tmp_path / "o.otap"
+    code, _, err = _run(["encode", str(logs), str(zipkin), "--out", str(out)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs "
+                              f"(every file must hold logs, the signal of the first one, {logs})\n")
+    code, _, err = _run(["encode", str(zipkin), str(logs), "--out", str(out)], capsys)
+    assert code == 2 and err.startswith(f"adaptive-arrow encode: {logs} (read as OTLP protobuf): ")
+    assert err.endswith(f"; the bytes parse as an OTLP logs request, not a traces one "
+                        f"(every file must hold traces, the signal of the first one, {zipkin})\n")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["e.pb", "e.json"])
+def test_without_signal_an_empty_first_file_asks_for_it(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / name
+    empty.write_bytes(b"")
+    code, _, err = _run(["encode", str(empty), "--out", str(tmp_path / "o")], capsys)
+    fmt = "OTLP protobuf" if name.endswith(".pb") else "OTLP/JSON"
+    assert (code, err) == (2, f"adaptive-arrow encode: {empty} (read as {fmt}): an empty request holds no records "
+                              "to tell its signal by; pass --signal\n")

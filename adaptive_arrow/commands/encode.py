@@ -4,9 +4,11 @@ Each input file holds one export request (OTLP protobuf ``Export{Logs,Trace,Metr
 the same as OTLP/JSON, or a Zipkin v2 JSON span list; see inputs.py) and becomes one
 BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP envelope files"). All
 messages go through one encoder, so the output is one OTAP stream (later messages carry
-dictionary deltas) unless --unary asks for a fresh encoder per message. The output is written to a
-new ``OUT.<16 hex digits>.tmp`` and renamed; such files a killed run left next to OUT are named on
-stderr by the next encode to OUT, not deleted (another encode may be writing one).
+dictionary deltas) unless --unary asks for a fresh encoder per message; the signal is --signal or,
+without it, the one the first file's content shows, and every later file must hold that signal.
+The output is written to a new ``OUT.<16 hex digits>.tmp`` and renamed; such files a killed run
+left next to OUT are named on stderr by the next encode to OUT, not deleted (another encode may be
+writing one).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ NAME = "adaptive-arrow encode"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", type=Path, help="input files, one export request each")
-    parser.add_argument("--signal", required=True, choices=["logs", "traces", "metrics"], help="signal of the requests")
+    parser.add_argument("--signal", choices=["logs", "traces", "metrics"],
+                        help="signal of the requests (default: that of the first file; every file must hold it)")
     parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file (must not be an input)")
     add_format_argument(parser)
     parser.add_argument("--compression", choices=["none", "zstd"], default="zstd", help="Arrow IPC body compression")
@@ -95,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if stale:
         print(stale_note(stale), file=sys.stderr)
     config = EncoderConfig(sort=not args.no_sort, ipc_compression=None if args.compression == "none" else "zstd")
-    encoder = Encoder(args.signal, config)
+    signal = args.signal  # None until the first file names it
+    encoder = None
     read = written = 0
     console = Console(stderr=True)
     columns = (TextColumn("encode"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -109,9 +113,10 @@ def run(args: argparse.Namespace) -> int:
             for current in args.files:
                 data = current.read_bytes()
                 read += len(data)
-                if args.unary:
-                    encoder = Encoder(args.signal, config)
-                _, bundle = to_bundle(current, data, args.input_format, args.signal)
+                _, bundle = to_bundle(current, data, args.input_format, signal)
+                signal = bundle.signal.value
+                if encoder is None or args.unary:
+                    encoder = Encoder(signal, config)
                 written += write_envelopes(out, [encoder.encode(bundle)])
                 progress.advance(task)
         tmp.replace(args.out)
@@ -121,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{NAME}: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except InputError as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
+        inferred = args.signal is None and current != args.files[0]
+        origin = f" (every file must hold {signal}, the signal of the first one, {args.files[0]})" if inferred else ""
+        print(f"{NAME}: {exc}{origin}", file=sys.stderr)
         return 2
     except (OtapModelError, AdaptiveArrowError) as exc:
         print(f"{NAME}: {current}: {exc}", file=sys.stderr)

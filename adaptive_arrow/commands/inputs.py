@@ -59,7 +59,9 @@ def to_bundle(path: Path, data: bytes, input_format: str, signal: str | None) ->
     was read as and, where one is likely, the mistake (a JSON file read as protobuf, another signal)."""
     fmt = detect_format(path, data, input_format)
     where = f"{path} (read as {LABELS[fmt]})"
-    if signal is not None and not (data if fmt == "otlp-proto" else _first(data)):  # empty (JSON: or blank) = empty request
+    if not (data if fmt == "otlp-proto" else _first(data)):  # empty (JSON: or blank) = empty request
+        if signal is None:
+            raise InputError(f"{where}: an empty request holds no records to tell its signal by; pass --signal")
         return fmt, from_otlp(b"", signal=signal)
     try:
         if fmt == "otlp-json":
@@ -67,7 +69,7 @@ def to_bundle(path: Path, data: bytes, input_format: str, signal: str | None) ->
         if fmt == "zipkin-json":
             bundle = from_zipkin_json(data)
             if signal is not None and Signal(signal) is not bundle.signal:
-                raise InputError(f"{where}: Zipkin spans are traces, not {signal} (--signal)")
+                raise InputError(f"{where}: Zipkin spans are traces, not {signal}")
             return fmt, bundle
         if signal is None:
             return fmt, _infer(data, where)
