@@ -19,7 +19,7 @@ import zstandard
 from otap_model import Signal, from_otlp, generate_otlp, normalize_otlp, to_otlp
 from otap_model.otlp.decode import REQUEST_TYPES
 from otap_model.otlp.order import canonical_order
-from quiver_store import QuiverStore, StoreConfig
+from quiver_store import QuiverStore, RetentionConfig, StoreConfig
 
 from .config import EncoderConfig
 from .decoder import Decoder
@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 ZSTD_LEVEL = 3
 SUBSCRIBER = "pipeline-verifier"
+KEEP_ACKED = 256 * 1024 * 1024
+"""Bytes of acknowledged segments the job's store keeps when no ``store_config`` is given
+(``retention.steady_state_headroom``; newest kept, oldest deleted first): the verifier acks every
+bundle, and with the default of 0 the store would delete the run's data before anyone could
+``quiver inspect``, ``dump`` or ``verify`` it."""
 
 
 @dataclass
@@ -61,6 +66,7 @@ class PipelineResult:
     reports: list[SignalReport]
     store_path: Path
     store_stats: dict[str, object]
+    segments_kept: int = 0
 
     @property
     def ok(self) -> bool:
@@ -85,13 +91,15 @@ def run_pipeline(
     Without `spark` this process encodes each request; with a SparkSession the requests become a
     DataFrame and Spark tasks encode them (`adaptive_arrow.spark.encode_otlp`, one OTAP stream per
     partition). Either way the driver stores each envelope's records (`Decoder.read_records`, no
-    second encoding) and a subscriber reads them back. Every request is kept (as bytes) until its
+    second encoding) and a subscriber reads them back; without `store_config` the store keeps the
+    acknowledged segments up to `KEEP_ACKED` bytes. Every request is kept (as bytes) until its
     bundle has been delivered back, decoded and compared, so keep `count` moderate. A signal named
     twice runs once (its report would count both runs against one run's batches).
     """
     store_path = Path(store_path)
     signals = list(dict.fromkeys(Signal(s) for s in signals))  # first appearance decides the order
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    store_config = store_config or StoreConfig(retention=RetentionConfig(steady_state_headroom=KEEP_ACKED))
     reports: dict[Signal, SignalReport] = {}
     originals: list[tuple[Signal, bytes]] = []  # in ingestion order, which is delivery order
     with QuiverStore.open(store_path, store_config, layout=OTAP_LAYOUT) as store:
@@ -124,7 +132,8 @@ def run_pipeline(
         store.flush()
         _verify(subscription, reports, originals)
         stats = store.stats()
-    return PipelineResult(list(reports.values()), store_path, stats)
+        kept = len(store.segments())
+    return PipelineResult(list(reports.values()), store_path, stats, kept)
 
 
 _Encoded = list[tuple[int, bytes, int, Decoder]]  # (request index, envelope, root records, its stream's decoder)

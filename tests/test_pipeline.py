@@ -6,10 +6,11 @@ from pathlib import Path
 
 from adaptive_arrow.cli import main as cli_main
 from adaptive_arrow.config import EncoderConfig
-from adaptive_arrow.pipeline import run_pipeline
+from adaptive_arrow.decoder import Decoder
+from adaptive_arrow.pipeline import KEEP_ACKED, run_pipeline
 from adaptive_arrow.store_layout import OTAP_LAYOUT
 from otap_model import Signal
-from quiver_store import QuiverStore
+from quiver_store import QuiverStore, RetentionConfig, StoreConfig
 
 
 def test_every_signal_comes_back_equal_through_the_store(tmp_path):
@@ -24,6 +25,20 @@ def test_every_signal_comes_back_equal_through_the_store(tmp_path):
     # every delivery was acknowledged durably: after a restart nothing is delivered again
     with QuiverStore.open(tmp_path / "store", layout=OTAP_LAYOUT) as store:
         assert store.subscribe("pipeline-verifier").next(timeout=0.5) is None
+
+
+def test_the_store_keeps_the_runs_acknowledged_bundles(tmp_path):
+    """The verifier acks every bundle; the job's store still holds them afterwards (up to
+    KEEP_ACKED bytes), so `quiver inspect` / `dump` / `verify` have the run's data to show."""
+    result = run_pipeline(tmp_path / "store", count=600, batch_size=200, seed=7)
+    assert result.ok and result.segments_kept == result.store_stats["segments_written"] >= 1
+    rows: dict[Signal, int] = dict.fromkeys(Signal, 0)
+    config = StoreConfig(retention=RetentionConfig(steady_state_headroom=KEEP_ACKED))
+    with QuiverStore.open(tmp_path / "store", config, layout=OTAP_LAYOUT) as store:
+        for _, _, bundle in store.bundles():
+            decoded = Decoder().decode_records(bundle)
+            rows[decoded.signal] += decoded.num_rows
+    assert rows == {r.signal: r.records for r in result.reports}
 
 
 def test_unsorted_encoding_round_trips_too(tmp_path):
@@ -68,7 +83,8 @@ def test_the_guide_quotes_the_store_figures_of_make_demo(tmp_path):
     """docs/user-guide.md's `make demo` transcript said 13 fsyncs when the demo made 12 (fresh-user
     review 12). The demo's arguments, encoded here instead of in Spark: the store does the same."""
     guide = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
-    quoted = re.search(r"^store demo-output/store: (\d+) segments written, [\d,]+ segment bytes, (\d+) fsyncs;", guide, re.M)
+    quoted = re.search(r"^store demo-output/store: (\d+) segments written, [\d,]+ segment bytes, (\d+) fsyncs; (\d+) segment\(s\) kept;", guide, re.M)
     assert quoted is not None
-    stats = run_pipeline(tmp_path / "store").store_stats
-    assert (int(quoted[1]), int(quoted[2])) == (stats["segments_written"], stats["fsyncs"])
+    result = run_pipeline(tmp_path / "store")
+    stats = result.store_stats
+    assert (int(quoted[1]), int(quoted[2]), int(quoted[3])) == (stats["segments_written"], stats["fsyncs"], result.segments_kept)
