@@ -15,6 +15,7 @@ from quiver_store.config import SegmentConfig
 from quiver_store.errors import QuiverError
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.segment import OpenSegment, SegmentReader, write_segment
+from quiver_store.segment.dictionary import index_capacity
 from tests.test_segment_support import attrs, dict_array, logs_l1, logs_l2, plain, same_values
 
 LOGS, LOG_ATTRS, SCOPE_ATTRS, RESOURCE_ATTRS = 30, 31, 2, 1
@@ -439,3 +440,68 @@ def test_write_protocol_and_determinism(tmp_path):
     assert len(da) == len(db)
     footer_at = len(da) - 24 - 112
     assert da[:footer_at] == db[:footer_at]
+
+
+SHAPES = ("top", "struct", "list", "list_of_struct", "map_key", "map_item")
+
+
+def nested(shape: str, dictionary: pa.DictionaryArray, rng) -> pa.Array:
+    """`dictionary` (one value per row) placed at a nesting position of `shape`."""
+    n = len(dictionary)
+    if shape == "top":
+        return dictionary
+    if shape == "struct":
+        return pa.StructArray.from_arrays([dictionary, pa.array(range(n), pa.int32())], names=["d", "i"])
+    cuts = sorted(rng.sample(range(n + 1), rng.randint(0, min(n, 4))))
+    offsets = pa.array([0, *cuts, n], pa.int32())  # lists of varying length, empty ones included
+    if shape == "list":
+        return pa.ListArray.from_arrays(offsets, dictionary)
+    if shape == "list_of_struct":
+        return pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([dictionary], names=["d"]))
+    numbers = pa.array(range(n), pa.int64())
+    if shape == "map_key":
+        return pa.MapArray.from_arrays(offsets, dictionary.fill_null(dictionary.dictionary[0]) if n else dictionary, numbers)
+    return pa.MapArray.from_arrays(offsets, pa.array([f"k{i}" for i in range(n)]), dictionary)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    shape=st.sampled_from(SHAPES),
+    index_type=st.sampled_from([pa.int8(), pa.uint8(), pa.int16()]),
+    chunks=st.lists(
+        st.tuples(st.sampled_from(["extend", "overlap", "disjoint", "duplicate"]), st.integers(1, 200), st.integers(0, 40)),
+        min_size=1, max_size=6,
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_nested_dictionaries_round_trip_through_unification(tmp_path_factory, shape, index_type, chunks, seed):
+    """Dictionary columns at every nesting position a store can meet (top level, in a struct, a
+    list, a list of structs, a map's keys or items), one stream of chunks whose dictionaries extend
+    the last one, overlap it, are disjoint from it or hold a value twice, with nulls: a finalized
+    segment gives back every chunk's values, and unions past the index type's range (127, 255)
+    widen its indices."""
+    import random
+
+    rng = random.Random(seed)
+    index_range = index_capacity(index_type)
+    bundles, words = [], []
+    for i, (mode, size, rows) in enumerate(chunks):
+        size = min(size, index_range)
+        if mode == "extend":
+            words = words + [f"w{len(words) + j}" for j in range(max(0, size - len(words)))]
+        elif mode == "overlap":
+            words = words[len(words) // 2:] + [f"o{i}-{j}" for j in range(max(1, size - len(words) // 2))]
+        elif mode == "disjoint":
+            words = [f"d{i}-{j}" for j in range(size)]
+        else:
+            words = [f"w{j}" for j in range(max(1, size - 1))] + ["w0"]
+        words = words[:index_range]
+        indices = [None if rng.random() < 0.1 else rng.randrange(len(words)) for _ in range(rows)]
+        column = nested(shape, dict_array(indices, words, index_type), rng)
+        bundles.append(RecordBundle({LOGS: pa.record_batch({"c": column})}, ingestion_time_ns=i))
+    _, _, path = write_read(tmp_path_factory.mktemp("seg"), bundles)
+    with SegmentReader.open(path) as reader:
+        got = list(reader.bundles())
+        reader.verify()
+    assert len(got) == len(bundles)
+    assert all(same_values(a, b) for a, b in zip(bundles, got))

@@ -18,6 +18,8 @@ def plain_type(typ: pa.DataType) -> pa.DataType:
         return pa.list_(typ.value_field.with_type(plain_type(typ.value_type)))
     if pat.is_large_list(typ):
         return pa.large_list(typ.value_field.with_type(plain_type(typ.value_type)))
+    if pat.is_map(typ):
+        return pa.map_(typ.key_field.with_type(plain_type(typ.key_type)), typ.item_field.with_type(plain_type(typ.item_type)))
     return typ
 
 
