@@ -470,7 +470,7 @@ class QuiverStore:
         self._halted: BaseException | None = None  # a logged bundle the open segment could not take
         self._closed = False
         self._closer: int | None = None  # the thread running close(); a concurrent close waits for it
-        self._close_lock = threading.Lock()
+        self._close_cv = threading.Condition(threading.Lock())
         # Ingests under way, per thread: close() refuses new ones, then waits for those of other
         # threads before it finalizes and closes the WAL (an append on a closed descriptor could land
         # in another file). Its own thread's count may be stale: a signal handler's exception can
@@ -479,7 +479,6 @@ class QuiverStore:
         self._ingests_lock = threading.Lock()
         self._ingests_cv = threading.Condition(self._ingests_lock)
         self._closing = False
-        self._close_done = threading.Event()
         self._applier = threading.Thread(target=self._apply_loop, name=f"quiver-applier[{self.path}]", daemon=True)
         self._finalizer = threading.Thread(target=self._finalize_loop, name=f"quiver-finalizer[{self.path}]", daemon=True)
         self._applier.start()
@@ -973,8 +972,9 @@ class QuiverStore:
         """Finalize what is open, stop the threads, release the lock. Idempotent. In a process
         forked after open it only forgets the store: the files and threads are the parent's. Called
         from a signal handler that interrupted a call of this store, it runs when that call ends.
-        A close() from another thread while one runs waits for it to finish, then returns. Ingests
-        under way on other threads finish first; new ones raise StoreClosedError."""
+        A close() from another thread while one runs waits for it to finish, then returns (or, if a
+        signal cut that one short before the store was closed, closes it). Ingests under way on
+        other threads finish first; new ones raise StoreClosedError."""
         if self._closed:
             return
         if self._calls.defer_if_inside(self.close):
@@ -984,19 +984,22 @@ class QuiverStore:
         if self._forked_away is not None:
             self._closed = True
             return
-        me = threading.get_ident()
-        with self._close_lock:
-            closer = self._closer
-            if closer is None:
-                self._closer = me
-        if closer is not None:
-            if closer != me:  # (on the closing thread itself: a signal handler inside close())
-                self._close_done.wait()
-            return
-        try:
-            self._close()
-        finally:
-            self._close_done.set()
+        with self._calls.inside():  # a signal handler's close() during this one runs after it
+            claimed = False  # set before self._closer, so a signal between the two hands nothing back
+            try:
+                with self._close_cv:
+                    while self._closer is not None:
+                        self._close_cv.wait()
+                    if self._closed:
+                        return
+                    claimed = True
+                    self._closer = threading.get_ident()
+                self._close()
+            finally:
+                if claimed:  # closed, failed or cut short: waiters look again, and close if need be
+                    with self._close_cv:
+                        self._closer = None
+                        self._close_cv.notify_all()
 
     def _close(self) -> None:
         error: BaseException | None = None

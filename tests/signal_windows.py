@@ -20,13 +20,28 @@ def raise_before(
     """A trace function that raises `exc` just before the first line of `function` containing
     `line_text` runs (or the line `lines_after` lines below it, to land right after a statement).
     Install it with sys.settrace on the thread that will make the call."""
+
+    def handler() -> None:
+        raise exc
+
+    return run_before(function, line_text, handler, lines_after=lines_after, once=False)
+
+
+def run_before(
+    function: Callable[..., Any], line_text: str, handler: Callable[[], None], *, lines_after: int = 0, once: bool = True
+) -> Any:
+    """Like raise_before, but runs `handler` there (a signal handler, which may call the store and
+    then return or raise); only the first time the line runs unless `once` is false."""
     lines, first = inspect.getsourcelines(function)
     target = first + next(i for i, text in enumerate(lines) if line_text in text) + lines_after
     code = function.__code__
+    ran = False
 
     def local(frame: Any, event: str, arg: Any) -> Any:
-        if event == "line" and frame.f_lineno == target:
-            raise exc
+        nonlocal ran
+        if event == "line" and frame.f_lineno == target and not (once and ran):
+            ran = True
+            handler()
         return local
 
     return lambda frame, event, arg: local if frame.f_code is code else None

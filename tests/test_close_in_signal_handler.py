@@ -16,7 +16,7 @@ import pytest
 from quiver_store import QuiverStore, RecordBundle
 from quiver_store.errors import StoreClosedError
 
-from .signal_windows import raise_before, run_on_a_thread
+from .signal_windows import raise_before, run_before, run_on_a_thread
 
 INGEST_LOOP = r"""
 import signal, sys, pyarrow as pa
@@ -206,3 +206,66 @@ def test_a_signal_around_the_commit_leaders_lock_release_leaves_as_itself(
     run_on_a_thread(cut_ingest_then_close)
     assert [type(e) for e in raised] == [exc]
     assert stored(tmp_path / "s") in ({0}, {0, 1})  # the cut entry was not acknowledged: either outcome
+
+
+@pytest.mark.parametrize(("function", "line"), [
+    ("close", "self._closer = threading.get_ident()"), ("close", "self._close()"),
+    ("_close", "self._wait_for_ingests()"), ("_close", "self._shutdown()"),
+])
+@pytest.mark.parametrize("closer", ["same thread", "another thread"])
+def test_a_close_cut_short_is_done_by_the_next_close(tmp_path: Path, function: str, line: str, closer: str) -> None:
+    """A Ctrl-C landing in close() after it claimed the close and before the work began left the
+    claim behind: a close() from another thread then waited forever for a close that never ran,
+    and one from the same thread returned at once with the store still open (its lock held). Now
+    the claim is handed back, and the next close() closes the store, also when the first one got
+    part of the way (its own steps outside their error handling: waiting for ingests, shutting
+    down the threads)."""
+    store = QuiverStore.open(tmp_path / "s")
+    store.ingest(RecordBundle({0: pa.record_batch({"i": [0]})}))
+    raised: list[BaseException] = []
+
+    def cut_close() -> None:
+        sys.settrace(raise_before(getattr(QuiverStore, function), line))
+        try:
+            store.close()
+        except BaseException as caught:
+            raised.append(caught)
+        sys.settrace(None)
+        if closer == "same thread":
+            store.close()
+
+    run_on_a_thread(cut_close)
+    if closer == "another thread":
+        run_on_a_thread(store.close)
+    assert [type(e) for e in raised] == [KeyboardInterrupt]
+    assert store._closed
+    assert stored(tmp_path / "s") == {0}  # reopens: the lock was released, the bundle kept
+
+
+@pytest.mark.parametrize("then", ["return", "exit"])
+@pytest.mark.parametrize("line", ["self._closer = threading.get_ident()", "self._close()"])
+def test_a_signal_handler_closing_the_store_inside_close(tmp_path: Path, line: str, then: str) -> None:
+    """A SIGTERM handler that calls close() (then returns, or sys.exit()s) while the main thread is
+    inside close(): the inner close runs after the outer one ends, and the store ends closed
+    either way, its data kept."""
+    store = QuiverStore.open(tmp_path / "s")
+    store.ingest(RecordBundle({0: pa.record_batch({"i": [0]})}))
+    raised: list[BaseException] = []
+
+    def handler() -> None:
+        store.close()
+        if then == "exit":
+            sys.exit(0)
+
+    def close_with_a_handler_inside() -> None:
+        sys.settrace(run_before(QuiverStore.close, line, handler))
+        try:
+            store.close()
+        except BaseException as caught:
+            raised.append(caught)
+        sys.settrace(None)
+
+    run_on_a_thread(close_with_a_handler_inside)
+    assert [type(e) for e in raised] == ([SystemExit] if then == "exit" else [])
+    assert store._closed
+    assert stored(tmp_path / "s") == {0}
