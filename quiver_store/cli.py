@@ -24,11 +24,11 @@ from .bundle import RecordBundle
 from .engine import (
     LOCK_NAME,
     list_segment_seqs,
-    newest_covered_sequence,
     segment_path,
 )
 from .errors import CorruptionError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
+from .offline import StoredBundles, recovery_plan, wal_files
 from .presence import (
     AckEvidence,
     SegmentSpan,
@@ -45,10 +45,7 @@ from .store_dir import check_store_dir
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
-from .wal.bundle_codec import decode_bundle
 from .wal.format import HEADER_LEN, decode_header
-from .wal.replay import RecoveryPlan, plan_recovery
-from .wal.rotation import ACTIVE, chunk_name, list_chunks
 
 
 def _ts(ns: int | None) -> str:
@@ -65,24 +62,13 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
-    """(generation, path) oldest first; the active file's generation is not needed here."""
-    if not fs.exists(wal_dir):
-        return []
-    files: list[tuple[int | None, str]] = [(g, os.path.join(wal_dir, chunk_name(g))) for g in list_chunks(fs, wal_dir)]
-    active = os.path.join(wal_dir, ACTIVE)
-    if fs.exists(active):
-        files.append((None, active))
-    return files
-
-
 # -- inspect ---------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = check_store_dir(args.path)
     wal = Table(title=f"WAL of {escape(args.path)}")
     for col in ("file", "size", "header"):
         wal.add_column(col)
-    for _, path in _wal_files(fs, wal_dir):
+    for _, path in wal_files(fs, wal_dir):
         data = fs.read_file(path)
         try:
             h = decode_header(data[:HEADER_LEN], path)
@@ -178,7 +164,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     for col in ("file", "checked", "result"):
         table.add_column(col)
     files: list[WalFile] = []
-    for generation, path in _wal_files(fs, wal_dir):
+    for generation, path in wal_files(fs, wal_dir):
         scanned, errs = scan_wal_file(fs, generation, path)
         if errs and generation is None and path in _recreated_on_open(fs, wal_dir, seg_dir):
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log
@@ -264,12 +250,7 @@ def _json_default(value: Any) -> Any:
 
 
 def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
-    _, seg_dir = check_store_dir(args.path)
-    seqs = list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []
-    if args.segment is not None:
-        if args.segment not in seqs:
-            raise QuiverError(f"no segment {args.segment} in {seg_dir} (segments: {seqs[:10]}{'...' if len(seqs) > 10 else ''})")
-        seqs = [args.segment]
+    stored = StoredBundles(args.path, fs, args.segment)
     if args.format == "arrow":
         if not args.output:
             raise QuiverError("--format arrow writes one Arrow IPC file per bundle slot: give --output DIR")
@@ -281,21 +262,29 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     elif args.output:
         raise QuiverError("--output is for --format arrow; JSON lines go to stdout (redirect them: > FILE)")
     out = sys.stdout
-    for seq in seqs:
-        try:
-            reader = SegmentReader.open(segment_path(seg_dir, seq), fs=fs)
-        except QuiverError as exc:
-            if args.segment is not None or getattr(exc, "errno", None) != errno.ENOENT:
-                raise
-            # A live store's retention deleted it after the listing: it is no longer in the store.
-            _stderr().print(f"quiver dump: segment {seq} was deleted by the store's retention while dumping; skipped")
-            continue
-        with reader:
-            for index, bundle in enumerate(reader.bundles()):
-                _dump_bundle(args, out, bundle, {"segment": seq, "bundle": index}, f"seg{seq:016d}_bundle{index:06d}")
-    damaged = args.segment is None and _dump_wal_only(args, out, fs)
+    for item in stored:
+        if item.segment_seq is not None:
+            where: dict = {"segment": item.segment_seq, "bundle": item.bundle_index}
+            stem = f"seg{item.segment_seq:016d}_bundle{item.bundle_index:06d}"
+        else:
+            where, stem = {"segment": None, "bundle": None, "wal_sequence": item.wal_sequence}, f"wal{item.wal_sequence:020d}"
+        _dump_bundle(args, out, item.bundle, where, stem)
+    for seq in stored.deleted:
+        _stderr().print(f"quiver dump: segment {seq} was deleted by the store's retention while dumping; skipped")
+    if stored.wal_error is not None:
+        _stderr().print(f"quiver dump: the WAL could not be read ({escape(str(stored.wal_error))}); see quiver replay {escape(args.path)}")
+    if stored.wal_only:
+        named = '"segment" is null and "wal_sequence" numbers them' if args.format == "json" else "files wal<seq>_slot<slot>.arrow"
+        _stderr().print(
+            f"quiver dump: the last {stored.wal_only} bundle(s) are only in the WAL (acknowledged, not in a segment yet): {named}"
+        )
+    if stored.wal_damage is not None:
+        _stderr().print(
+            f"quiver dump: the WAL is damaged ({escape(str(stored.wal_damage))}); bundles after the damage are not "
+            f"dumped: see quiver verify {escape(args.path)} and quiver replay {escape(args.path)}"
+        )
     out.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
-    return 1 if damaged else 0
+    return 1 if stored.wal_error is not None or stored.wal_damage is not None else 0
 
 
 def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where: dict, file_stem: str) -> None:
@@ -310,69 +299,14 @@ def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where
             w.write_batch(batch)
 
 
-def _dump_wal_only(args: argparse.Namespace, out: Any, fs: FileSystem) -> bool:
-    """After the segments: the acknowledged bundles only the WAL holds (a crashed store, or an open
-    segment not finalized yet), exactly those point-in-time recovery would replay, in WAL order.
-    True when the WAL is damaged (the bundles after the damage are not dumped)."""
-    wal_dir, seg_dir = check_store_dir(args.path)
-    try:
-        plan, _ = _recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
-    except QuiverError as exc:
-        _stderr().print(f"quiver dump: the WAL could not be read ({escape(str(exc))}); see quiver replay {escape(args.path)}")
-        return True
-    if plan is None:
-        return False
-    for entry, _, path in plan.entries:
-        bundle = decode_bundle(entry, None, path)
-        where = {"segment": None, "bundle": None, "wal_sequence": entry.sequence}
-        _dump_bundle(args, out, bundle, where, f"wal{entry.sequence:020d}")
-    if plan.entries:
-        named = '"segment" is null and "wal_sequence" numbers them' if args.format == "json" else "files wal<seq>_slot<slot>.arrow"
-        _stderr().print(
-            f"quiver dump: the last {len(plan.entries)} bundle(s) are only in the WAL (acknowledged, not in a segment yet): {named}"
-        )
-    if plan.corruptions:
-        _stderr().print(
-            f"quiver dump: the WAL is damaged ({escape(str(plan.corruptions[0]))}); bundles after the damage are not "
-            f"dumped: see quiver verify {escape(args.path)} and quiver replay {escape(args.path)}"
-        )
-    return bool(plan.corruptions)
-
-
-def _recovery_plan(fs: FileSystem, wal_dir: str, seg_dir: str, mode: str) -> tuple[RecoveryPlan | None, int]:
-    """What recovery in `mode` would do, and the newest WAL sequence already in segments
-    (None: no WAL files)."""
-    floor, _ = seq_floor.read(fs, seg_dir) if fs.exists(seg_dir) else (seq_floor.SequenceFloor(), None)
-    covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, seg_dir) if fs.exists(seg_dir) else -1)
-    files = _wal_files(fs, wal_dir)
-    if not files:
-        return None, covered
-    return plan_recovery(fs, wal_dir, _layout_hash(fs, files), mode, covered), covered
-
-
 def _recreated_on_open(fs: FileSystem, wal_dir: str, seg_dir: str) -> set[str]:
     """The WAL files recovery would recreate (an active file cut while being created), as planned
     for QuiverStore.open; none when the plan cannot be made (verify reports that damage itself)."""
     try:
-        plan, _ = _recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
+        plan, _ = recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
     except QuiverError:
         return set()
     return {a.path for a in plan.actions if a.kind == "recreate"} if plan else set()
-
-
-def _layout_hash(fs: FileSystem, files: list[tuple[int | None, str]]) -> bytes:
-    """The segment_cfg_hash recovery is planned under. QuiverStore.open passes its layout's; the
-    CLI does not know the layout, so it takes the first WAL header that decodes. plan_recovery then
-    decides each file itself, as on open: an active file cut short while being created (no whole
-    header, or a header and nothing but zeros) is recreated whatever the hash, a damaged header
-    elsewhere refuses to open, headers that disagree refuse to open. When no header decodes, any hash
-    gives the same decisions (none equals a header that does not decode)."""
-    for _, path in files:
-        try:
-            return decode_header(fs.read_file(path)[:HEADER_LEN], path).cfg_hash
-        except CorruptionError:
-            continue
-    return bytes(32)
 
 
 NON_FINITE = {"NaN": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -436,7 +370,7 @@ def _json_type(t: pa.DataType) -> pa.DataType:
 def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = check_store_dir(args.path)
     try:
-        plan, covered = _recovery_plan(fs, wal_dir, seg_dir, args.recovery)
+        plan, covered = recovery_plan(fs, wal_dir, seg_dir, args.recovery)
     except CorruptionError as exc:
         console.print(f"[red]recovery mode {args.recovery!r} would refuse to open:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2

@@ -479,3 +479,65 @@ def test_without_signal_an_empty_first_file_asks_for_it(tmp_path: Path, name: st
     fmt = "OTLP protobuf" if name.endswith(".pb") else "OTLP/JSON"
     assert (code, err) == (2, f"adaptive-arrow encode: {empty} (read as {fmt}): an empty request holds no records "
                               "to tell its signal by; pass --signal\n")
+
+
+def test_decode_a_store_gives_back_every_request_it_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A store the pipeline wrote (three signals, read without opening it) decodes to one OTLP file
+    per bundle, in ingestion order, each equal to its source request (records compared in canonical
+    order: sorting reorders them inside a batch)."""
+    from adaptive_arrow.pipeline import run_pipeline
+    from otap_model import Signal, generate_otlp, normalize_otlp
+    from otap_model.otlp.decode import REQUEST_TYPES
+    from otap_model.otlp.order import canonical_order
+
+    assert run_pipeline(tmp_path / "store", count=300, batch_size=100, seed=5).ok
+    code, stdout, err = _run(["decode", str(tmp_path / "store"), "--out", str(tmp_path / "d")], capsys)
+    assert (code, err, stdout) == (0, "", f"9 bundle(s) decoded into {tmp_path / 'd'}\n")
+    sources = [(s, r) for s in Signal for r in generate_otlp(s, 300, batch_size=100, seed=5)]
+    files = sorted((tmp_path / "d").iterdir())
+    assert [f.name for f in files] == [f"{i:06d}-{s.value}.pb" for i, (s, _) in enumerate(sources)]
+    for path, (signal, request) in zip(files, sources, strict=True):
+        decoded = REQUEST_TYPES[signal].FromString(path.read_bytes())
+        assert canonical_order(decoded) == canonical_order(normalize_otlp(request)), path.name
+
+
+def test_decode_a_store_includes_what_only_its_wal_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import otap_model
+    from adaptive_arrow import Encoder
+    from adaptive_arrow.store_layout import OTAP_LAYOUT
+    from quiver_store import QuiverStore
+
+    bundles = list(otap_model.generate("traces", 30, batch_size=10, seed=2))
+    encoder = Encoder("traces")
+    store = QuiverStore.open(tmp_path / "s", layout=OTAP_LAYOUT)
+    store.ingest(encoder.encode_records(bundles[0]))
+    store.flush()
+    for bundle in bundles[1:]:
+        store.ingest(encoder.encode_records(bundle))
+    store._abandon()  # a crash: the last two are acknowledged, in the WAL only
+    code, stdout, err = _run(["decode", str(tmp_path / "s"), "--out", str(tmp_path / "d")], capsys)
+    assert (code, stdout) == (0, f"3 bundle(s) decoded into {tmp_path / 'd'}\n")
+    assert err == ("adaptive-arrow decode: note: the last 2 bundle(s) are only in the WAL (acknowledged, not in a "
+                   "segment yet); decoded too\n")
+    spans = [len(otap_model.from_otlp((tmp_path / "d" / f"{i:06d}-traces.pb").read_bytes()).tables[otap_model.PayloadType.SPANS])
+             for i in range(3)]
+    assert spans == [10, 10, 10]
+
+
+def test_decode_refuses_a_store_of_other_records_and_a_directory_that_is_no_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow as pa
+
+    from quiver_store import QuiverStore, RecordBundle
+
+    with QuiverStore.open(tmp_path / "s") as store:
+        store.ingest(RecordBundle({5: pa.record_batch({"x": [1]})}))
+    code, _, err = _run(["decode", str(tmp_path / "s"), "--out", str(tmp_path / "d")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow decode: {tmp_path / 's'}: segment 0 bundle 0: record bundle slot 5: "
+                              "unknown payload type 5\n")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("x")
+    code, _, err = _run(["decode", str(tmp_path / "plain"), "--out", str(tmp_path / "d2")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow decode: {tmp_path / 'plain'} is not a Quiver store: it has no wal/ or "
+                              "segments/ directory\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from quiver_store import IngestQueue, QuiverStore, RecordBundle, cli
+from quiver_store import IngestQueue, QuiverStore, RecordBundle, cli, offline
 from quiver_store.config import RetentionConfig, SegmentConfig, StoreConfig, WalConfig
 from quiver_store.errors import ConfigError, QuiverError, StoreFullError
 from quiver_store.fs import FileSystem
@@ -285,14 +285,14 @@ def test_dump_skips_a_segment_retention_deleted_after_the_listing(
         for i in range(3):
             store.ingest(bundle(i, 10))
             store.finalize_now("test")
-    listed = cli.list_segment_seqs
+    listed = offline.list_segment_seqs
 
     def list_then_delete(fs: FileSystem, seg_dir: str) -> list[int]:
         seqs = listed(fs, seg_dir)
         os.remove(os.path.join(seg_dir, f"{seqs[1]:016d}.qseg"))  # retention, between listing and reading
         return seqs
 
-    monkeypatch.setattr(cli, "list_segment_seqs", list_then_delete)
+    monkeypatch.setattr(offline, "list_segment_seqs", list_then_delete)
     assert cli.main(["dump", str(path)]) == 0
     captured = capsys.readouterr()
     rows = [json.loads(line) for line in captured.out.splitlines()]

@@ -1,6 +1,11 @@
-"""``adaptive-arrow decode``: an OTAP envelope file -> OTLP protobuf files (one per message).
+"""``adaptive-arrow decode``: an OTAP envelope file -> OTLP protobuf files (one per message), or a
+Quiver store of OTAP records -> OTLP protobuf files (one per bundle).
 
-The signal comes from the messages themselves. An envelope without payloads (what `encode` makes
+A store is read without opening it (quiver_store.offline: no lock, nothing written, so it works
+beside a live store): its finalized segments in order, then the acknowledged bundles only its WAL
+holds, the bundles `quiver dump` lists. A store may hold several signals, so each file is named
+``<index>-<signal>.pb``; a bundle without telemetry slots (an empty batch) is an empty request,
+``<index>.pb``. For an envelope file the signal comes from the messages themselves. An envelope without payloads (what `encode` makes
 of an empty request) decodes to the empty request, whose protobuf bytes are the same for every
 signal, so a file of empty requests, or one that starts with them, needs no signal either.
 A directory holding ``<index>.pb`` files of an earlier decode is refused unless --overwrite, which
@@ -17,11 +22,12 @@ from pathlib import Path
 from . import outputs
 
 NAME = "adaptive-arrow decode"
-RUN_FILE = re.compile(r"\d{6}\.pb")
+RUN_FILE = re.compile(r"\d{6}(-(logs|traces|metrics))?\.pb")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", type=Path, help="OTAP envelope file written by `adaptive-arrow encode`")
+    parser.add_argument("input", type=Path,
+                        help="OTAP envelope file written by `adaptive-arrow encode`, or a Quiver store directory of OTAP records")
     parser.add_argument("--out", required=True, type=Path, help="directory for the OTLP .pb files (created if missing)")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete the <index>.pb files of an earlier decode in --out first")
@@ -36,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from ..envelope_file import read_envelopes
     from ..errors import AdaptiveArrowError, EnvelopeError
 
+    if args.input.is_dir():
+        return decode_store(args)
     if not args.input.is_file():
         what = "no such file" if not args.input.exists() else "not a regular file"
         print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
@@ -67,4 +75,57 @@ def run(args: argparse.Namespace) -> int:
         print(f"{NAME}: {args.input}: message {number}: {exc}", file=sys.stderr)
         return 2
     print(f"{number} message(s) decoded into {args.out}")
+    return 0
+
+
+def decode_store(args: argparse.Namespace) -> int:
+    """Every bundle of the store at args.input as an OTLP request file."""
+    from otap_model import to_otlp
+    from otap_model.errors import OtapModelError
+    from quiver_store.errors import QuiverError
+    from quiver_store.offline import StoredBundles
+    from quiver_store.progress import PROGRESS_SLOT
+
+    from ..decoder import Decoder
+    from ..errors import AdaptiveArrowError
+
+    try:
+        stored = StoredBundles(str(args.input))
+    except QuiverError as exc:
+        print(f"{NAME}: {exc}", file=sys.stderr)
+        return 2
+    refused = outputs.prepare(NAME, args.out, RUN_FILE, args.overwrite)
+    if refused is not None:
+        return refused
+    decoder = Decoder()
+    number = 0
+    where = ""
+    try:
+        for item in stored:
+            where = (f"segment {item.segment_seq} bundle {item.bundle_index}" if item.segment_seq is not None
+                     else f"WAL entry {item.wal_sequence}")
+            if set(item.bundle.slots) <= {PROGRESS_SLOT}:  # an empty batch: the empty request of any signal
+                name, data = f"{number:06d}.pb", b""
+            else:
+                bundle = decoder.decode_records(item.bundle)
+                name, data = f"{number:06d}-{bundle.signal.value}.pb", to_otlp(bundle).SerializeToString()
+            (args.out / name).write_bytes(data)
+            number += 1
+    except OSError as exc:
+        print(f"{NAME}: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except (QuiverError, AdaptiveArrowError, OtapModelError) as exc:
+        print(f"{NAME}: {args.input}: {where or 'reading the store'}: {exc}", file=sys.stderr)
+        return 2
+    for seq in stored.deleted:
+        print(f"{NAME}: note: segment {seq} was deleted by the store's retention while decoding; skipped", file=sys.stderr)
+    if stored.wal_only:
+        print(f"{NAME}: note: the last {stored.wal_only} bundle(s) are only in the WAL (acknowledged, not in a "
+              "segment yet); decoded too", file=sys.stderr)
+    damage = stored.wal_error or stored.wal_damage
+    if damage is not None:
+        print(f"{NAME}: {args.input}: the WAL {'could not be read' if stored.wal_error else 'is damaged'} ({damage}); "
+              f"{number} bundle(s) before it were decoded into {args.out}: see quiver verify {args.input}", file=sys.stderr)
+        return 2
+    print(f"{number} bundle(s) decoded into {args.out}")
     return 0
