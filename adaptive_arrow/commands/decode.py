@@ -8,7 +8,7 @@ holds, the bundles `quiver dump` lists. A store may hold several signals, so eac
 ``<index>.pb``. For an envelope file the signal comes from the messages themselves. An envelope without payloads (what `encode` makes
 of an empty request) decodes to the empty request, whose protobuf bytes are the same for every
 signal, so a file of empty requests, or one that starts with them, needs no signal either.
-A directory holding ``<index>.pb`` files of an earlier decode is refused unless --overwrite, which
+A directory holding ``<index>[-<signal>].pb`` files of an earlier decode is refused unless --overwrite, which
 deletes those files first and nothing else (commands/outputs.py).
 """
 
@@ -18,8 +18,12 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import outputs
+
+if TYPE_CHECKING:
+    from quiver_store.offline import StoredBundles
 
 NAME = "adaptive-arrow decode"
 RUN_FILE = re.compile(r"\d{6}(-(logs|traces|metrics))?\.pb")
@@ -34,6 +38,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quiver_store.errors import QuiverError
+    from quiver_store.offline import StoredBundles
+
+    stored = None
+    if args.input.is_dir():
+        try:
+            stored = StoredBundles(str(args.input))
+        except QuiverError as exc:  # not a store: says what the directory is instead
+            print(f"{NAME}: {exc}", file=sys.stderr)
+            return 2
+    elif not args.input.is_file():
+        what = "no such file" if not args.input.exists() else "not a regular file"
+        print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
+        return 2
+    refused = outputs.prepare(NAME, args.out, RUN_FILE, args.overwrite)
+    if refused is not None:
+        return refused
+    return decode_envelopes(args) if stored is None else decode_store(args, stored)
+
+
+def decode_envelopes(args: argparse.Namespace) -> int:
+    """Every message of the envelope file at args.input as an OTLP request file."""
     from otap_model import to_otlp
     from otap_model.errors import OtapModelError
 
@@ -42,15 +68,6 @@ def run(args: argparse.Namespace) -> int:
     from ..envelope_file import read_envelopes
     from ..errors import AdaptiveArrowError, EnvelopeError
 
-    if args.input.is_dir():
-        return decode_store(args)
-    if not args.input.is_file():
-        what = "no such file" if not args.input.exists() else "not a regular file"
-        print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
-        return 2
-    refused = outputs.prepare(NAME, args.out, RUN_FILE, args.overwrite)
-    if refused is not None:
-        return refused
     decoder = Decoder()
     number = 0  # 1-based number of the message being decoded
     try:
@@ -78,25 +95,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def decode_store(args: argparse.Namespace) -> int:
+def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
     """Every bundle of the store at args.input as an OTLP request file."""
     from otap_model import to_otlp
     from otap_model.errors import OtapModelError
     from quiver_store.errors import QuiverError
-    from quiver_store.offline import StoredBundles
     from quiver_store.progress import PROGRESS_SLOT
 
     from ..decoder import Decoder
     from ..errors import AdaptiveArrowError
 
-    try:
-        stored = StoredBundles(str(args.input))
-    except QuiverError as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 2
-    refused = outputs.prepare(NAME, args.out, RUN_FILE, args.overwrite)
-    if refused is not None:
-        return refused
     decoder = Decoder()
     number = 0
     where = ""
