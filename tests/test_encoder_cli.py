@@ -541,3 +541,21 @@ def test_decode_refuses_a_store_of_other_records_and_a_directory_that_is_no_stor
     code, _, err = _run(["decode", str(tmp_path / "plain"), "--out", str(tmp_path / "d2")], capsys)
     assert (code, err) == (2, f"adaptive-arrow decode: {tmp_path / 'plain'} is not a Quiver store: it has no wal/ or "
                               "segments/ directory\n")
+
+
+def test_decode_a_store_stops_at_a_damaged_segment_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from adaptive_arrow.pipeline import run_pipeline
+
+    assert run_pipeline(tmp_path / "store", signals=["logs"], count=300, batch_size=100, seed=5).ok
+    (segment,) = (tmp_path / "store" / "segments").glob("*.qseg")
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0x10  # inside some stream's data: only its checksum can tell
+    segment.write_bytes(bytes(data))
+    code, stdout, err = _run(["decode", str(tmp_path / "store"), "--out", str(tmp_path / "d")], capsys)
+    assert (code, stdout) == (2, "")
+    found = re.fullmatch(rf"adaptive-arrow decode: {re.escape(str(segment))} at offset \d+: .+; the (\d) bundle\(s\) "
+                         rf"before it were decoded into {re.escape(str(tmp_path / 'd'))}\n", err)
+    assert found is not None, err
+    assert len(list((tmp_path / "d").iterdir())) == int(found[1]) < 3

@@ -107,24 +107,32 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
 
     decoder = Decoder()
     number = 0
-    where = ""
+    items = iter(stored)
     try:
-        for item in stored:
-            where = (f"segment {item.segment_seq} bundle {item.bundle_index}" if item.segment_seq is not None
-                     else f"WAL entry {item.wal_sequence}")
-            if set(item.bundle.slots) <= {PROGRESS_SLOT}:  # an empty batch: the empty request of any signal
-                name, data = f"{number:06d}.pb", b""
-            else:
-                bundle = decoder.decode_records(item.bundle)
-                name, data = f"{number:06d}-{bundle.signal.value}.pb", to_otlp(bundle).SerializeToString()
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            except QuiverError as exc:  # a damaged segment: the error names its file and offset
+                print(f"{NAME}: {exc}; the {number} bundle(s) before it were decoded into {args.out}", file=sys.stderr)
+                return 2
+            try:
+                if set(item.bundle.slots) <= {PROGRESS_SLOT}:  # an empty batch: the empty request of any signal
+                    name, data = f"{number:06d}.pb", b""
+                else:
+                    bundle = decoder.decode_records(item.bundle)
+                    name, data = f"{number:06d}-{bundle.signal.value}.pb", to_otlp(bundle).SerializeToString()
+            except (AdaptiveArrowError, OtapModelError) as exc:
+                where = (f"segment {item.segment_seq} bundle {item.bundle_index}" if item.segment_seq is not None
+                         else f"WAL entry {item.wal_sequence}")
+                print(f"{NAME}: {args.input}: {where}: {exc}", file=sys.stderr)
+                return 2
             (args.out / name).write_bytes(data)
             number += 1
     except OSError as exc:
         print(f"{NAME}: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    except (QuiverError, AdaptiveArrowError, OtapModelError) as exc:
-        print(f"{NAME}: {args.input}: {where or 'reading the store'}: {exc}", file=sys.stderr)
-        return 2
     for seq in stored.deleted:
         print(f"{NAME}: note: segment {seq} was deleted by the store's retention while decoding; skipped", file=sys.stderr)
     if stored.wal_only:
