@@ -66,7 +66,6 @@ class PipelineResult:
     reports: list[SignalReport]
     store_path: Path
     store_stats: dict[str, object]
-    segments_kept: int = 0
 
     @property
     def ok(self) -> bool:
@@ -132,8 +131,7 @@ def run_pipeline(
         store.flush()
         _verify(subscription, reports, originals)
         stats = store.stats()
-        kept = len(store.segments())
-    return PipelineResult(list(reports.values()), store_path, stats, kept)
+    return PipelineResult(list(reports.values()), store_path, stats)
 
 
 _Encoded = list[tuple[int, bytes, int, Decoder]]  # (request index, envelope, root records, its stream's decoder)

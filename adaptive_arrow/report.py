@@ -32,7 +32,7 @@ def render(result: PipelineResult, console: Console) -> None:
     console.print(
         f"store {result.store_path}: {stats.get('segments_written', '?')} segments written, "
         f"{stats.get('segment_bytes_written', 0):,} segment bytes, {stats.get('fsyncs', '?')} fsyncs; "
-        f"{result.segments_kept} segment(s) kept; inspect it with: quiver inspect {result.store_path}"
+        f"{stats.get('segments', '?')} segment(s) kept; inspect it with: quiver inspect {result.store_path}"
     )
     console.print("[bold green]every bundle came back equal to its source[/]" if result.ok
                   else "[bold red]some bundles did not come back equal[/]")
