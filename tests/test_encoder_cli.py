@@ -559,3 +559,28 @@ def test_decode_a_store_stops_at_a_damaged_segment_naming_it(tmp_path: Path, cap
                          rf"before it were decoded into {re.escape(str(tmp_path / 'd'))}\n", err)
     assert found is not None, err
     assert len(list((tmp_path / "d").iterdir())) == int(found[1]) < 3
+
+
+def test_decode_a_store_writes_a_progress_only_bundle_as_the_empty_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exactly-once writer may record progress over input that held no records: a bundle whose
+    only slot is the progress record. It decodes to the empty request, `<index>.pb`, between the
+    telemetry bundles around it."""
+    import otap_model
+    from adaptive_arrow import Encoder
+    from adaptive_arrow.store_layout import OTAP_LAYOUT
+    from quiver_store import QuiverStore, RecordBundle, with_progress
+
+    bundle = next(otap_model.generate("logs", 10, batch_size=10, seed=3))
+    encoder = Encoder("logs")
+    with QuiverStore.open(tmp_path / "s", layout=OTAP_LAYOUT) as store:
+        store.ingest(with_progress(encoder.encode_records(bundle), "job", 1))
+        store.ingest(with_progress(RecordBundle({}), "job", 2))
+        store.ingest(with_progress(encoder.encode_records(bundle), "job", 3))
+    code, stdout, err = _run(["decode", str(tmp_path / "s"), "--out", str(tmp_path / "d")], capsys)
+    assert (code, err, stdout) == (0, "", f"3 bundle(s) decoded into {tmp_path / 'd'}\n")
+    files = sorted(p.name for p in (tmp_path / "d").iterdir())
+    assert files == ["000000-logs.pb", "000001.pb", "000002-logs.pb"]
+    assert (tmp_path / "d" / "000001.pb").read_bytes() == b""
+    assert otap_model.from_otlp((tmp_path / "d" / "000002-logs.pb").read_bytes()).num_rows == 10

@@ -4,12 +4,13 @@ Quiver store of OTAP records -> OTLP protobuf files (one per bundle).
 A store is read without opening it (quiver_store.offline: no lock, nothing written, so it works
 beside a live store): its finalized segments in order, then the acknowledged bundles only its WAL
 holds, the bundles `quiver dump` lists. A store may hold several signals, so each file is named
-``<index>-<signal>.pb``; a bundle without telemetry slots (an empty batch) is an empty request,
-``<index>.pb``. For an envelope file the signal comes from the messages themselves. An envelope without payloads (what `encode` makes
-of an empty request) decodes to the empty request, whose protobuf bytes are the same for every
-signal, so a file of empty requests, or one that starts with them, needs no signal either.
-A directory holding ``<index>[-<signal>].pb`` files of an earlier decode is refused unless --overwrite, which
-deletes those files first and nothing else (commands/outputs.py).
+``<index>-<signal>.pb``; a bundle holding only a producer-progress record is the empty request,
+``<index>.pb``. For an envelope file the signal comes from the messages themselves. An envelope
+without payloads (what `encode` makes of an empty request) decodes to the empty request, whose
+protobuf bytes are the same for every signal, so a file of empty requests, or one that starts with
+them, needs no signal either. A directory holding ``<index>[-<signal>].pb`` files of an earlier
+decode is refused unless --overwrite, which deletes those files first and nothing else
+(commands/outputs.py).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
                 print(f"{NAME}: {exc}; the {number} bundle(s) before it were decoded into {args.out}", file=sys.stderr)
                 return 2
             try:
-                if set(item.bundle.slots) <= {PROGRESS_SLOT}:  # an empty batch: the empty request of any signal
+                if set(item.bundle.slots) <= {PROGRESS_SLOT}:  # progress over input without records: the empty request
                     name, data = f"{number:06d}.pb", b""
                 else:
                     bundle = decoder.decode_records(item.bundle)
