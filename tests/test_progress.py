@@ -32,6 +32,7 @@ from quiver_store import (
     RetentionConfig,
     SegmentConfig,
     StoreConfig,
+    progress,
     progress_ledger,
     with_progress,
 )
@@ -223,6 +224,19 @@ def test_a_damaged_ledger_stops_committed_offset_and_deletion_but_loses_nothing(
 @settings(max_examples=200, deadline=None)
 def test_ledger_bytes_round_trip(offsets: dict[str, int]) -> None:
     assert progress_ledger.decode(progress_ledger.encode(offsets), "ledger") == offsets
+
+
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["a", "b", "job/p-1", "é"]), st.integers(0, 2**63 - 1)), max_size=12), max_size=4))
+@settings(max_examples=200, deadline=None)
+def test_max_offsets_keeps_each_producers_largest_offset_across_batches(records: list[list[tuple[str, int]]]) -> None:
+    batches = [
+        pa.record_batch([pa.array([p for p, _ in chunk], pa.string()), pa.array([o for _, o in chunk], pa.int64())], schema=PROGRESS_SCHEMA)
+        for chunk in records
+    ]
+    expected: dict[str, int] = {}
+    for producer, offset in (r for chunk in records for r in chunk):
+        expected[producer] = max(offset, expected.get(producer, -1))
+    assert progress.max_offsets(batches) == expected
 
 
 @given(st.binary(max_size=200))
