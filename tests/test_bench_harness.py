@@ -112,6 +112,20 @@ def test_zipkin_and_otlp_json_inputs_are_measured(tmp_path: Path, capsys: pytest
     assert {(r["dataset"], r["signal"]) for r in rows} == {("file/yelp.json", "traces"), ("file/logs.json", "logs")}
 
 
+def test_a_json_lines_file_is_measured_as_all_of_its_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Collector's file exporter output (one OTLP/JSON request per line): every line's records
+    are measured, in batches like any input."""
+    import otap_model
+
+    lines = [otap_model.to_otlp_json(b) for b in otap_model.generate("logs", 30, batch_size=10, seed=2)]
+    jsonl = tmp_path / "collector.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert _bench([str(jsonl), "--no-generator", "--no-samples", "--batch-sizes", "15", "--out", str(out)], capsys) == (0, "")
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert {(r["dataset"], r["batches"], r["records"]) for r in rows} == {("file/collector.jsonl", 2, 30)}
+
+
 def test_out_is_checked_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a_file = tmp_path / "f"
     a_file.write_text("x")

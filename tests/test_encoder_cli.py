@@ -584,3 +584,100 @@ def test_decode_a_store_writes_a_progress_only_bundle_as_the_empty_request(
     assert files == ["000000-logs.pb", "000001.pb", "000002-logs.pb"]
     assert (tmp_path / "d" / "000001.pb").read_bytes() == b""
     assert otap_model.from_otlp((tmp_path / "d" / "000002-logs.pb").read_bytes()).num_rows == 10
+
+
+def _json_lines(tmp_path: Path, signal: str, name: str = "in.jsonl") -> tuple[Path, list[bytes]]:
+    """Three generated requests as OTLP/JSON Lines (CRLF endings and a blank line between two, as
+    hand-edited files have them), and each request's protobuf bytes."""
+    import otap_model
+
+    bundles = list(otap_model.generate(signal, 30, batch_size=10, seed=3))
+    lines = [otap_model.to_otlp_json(b) for b in bundles]
+    path = tmp_path / name
+    path.write_text(f"{lines[0]}\r\n\n{lines[1]}\n{lines[2]}\n")
+    return path, [otap_model.to_otlp(otap_model.from_otlp_json(line)).SerializeToString() for line in lines]
+
+
+@pytest.mark.parametrize("signal", ["logs", "traces", "metrics"])
+def test_encode_reads_otlp_json_lines_one_message_per_line(tmp_path: Path, signal: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The OpenTelemetry Collector's file exporter writes one OTLP/JSON request per line: each line
+    becomes one message, decoding gives each request back, and the output is byte for byte that of
+    the same requests given as one file each."""
+    jsonl, requests = _json_lines(tmp_path, signal)
+    singles = []
+    for i, request in enumerate(requests):
+        singles.append(tmp_path / f"single-{i}.pb")
+        singles[-1].write_bytes(request)
+    code, stdout, err = _run(["encode", str(jsonl), "--out", str(tmp_path / "l.otap"), "--no-sort"], capsys)
+    assert (code, err) == (0, "") and stdout.startswith("3 message(s), ")
+    assert _run(["encode", *map(str, singles), "--out", str(tmp_path / "s.otap"), "--no-sort"], capsys)[0] == 0
+    assert (tmp_path / "l.otap").read_bytes() == (tmp_path / "s.otap").read_bytes()
+    assert _run(["decode", str(tmp_path / "l.otap"), "--out", str(tmp_path / "d")], capsys)[::2] == (0, "")
+    assert [p.read_bytes() for p in sorted((tmp_path / "d").iterdir())] == requests
+
+
+def test_a_bad_line_of_a_json_lines_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    jsonl, _ = _json_lines(tmp_path, "logs", "in.json")
+    text = jsonl.read_text()
+    jsonl.write_text(text + '{"resourceLogs": [\n')
+    out = tmp_path / "o.otap"
+    code, _, err = _run(["encode", str(jsonl), "--out", str(out)], capsys)
+    assert code == 2 and err.startswith(f"adaptive-arrow encode: {jsonl} line 5 (read as OTLP/JSON Lines): invalid JSON: ")
+    spans = _json_lines(tmp_path, "traces", "spans.jsonl")[0].read_text().splitlines()[0]
+    jsonl.write_text(text + spans + "\n")
+    code, _, err = _run(["encode", str(jsonl), "--out", str(out)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {jsonl} line 5 (read as OTLP/JSON Lines): signal=logs but the "
+                              "request holds resourceSpans (traces); its data would be dropped (every line must hold "
+                              "logs, the signal of line 1)\n")
+    assert not out.exists()
+
+
+def test_a_pretty_printed_request_is_one_request_not_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(json.loads((DATA / "logs.json").read_text()), indent=2))
+    code, stdout, err = _run(["encode", str(pretty), "--out", str(tmp_path / "o.otap")], capsys)
+    assert (code, err) == (0, "") and stdout.startswith("1 message(s), ")
+
+
+@pytest.mark.parametrize("source", ["envelopes", "store"])
+def test_decode_writes_otlp_json_that_encode_reads_back(tmp_path: Path, source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--output-format otlp-json: one line of OTLP/JSON per request, the same requests as the
+    protobuf output; the files, or their lines joined into one JSON Lines file, encode again."""
+    from otap_model import from_otlp_json, to_otlp
+    from quiver_store import QuiverStore, with_progress
+
+    jsonl, requests = _json_lines(tmp_path, "traces")
+    if source == "envelopes":
+        target = tmp_path / "t.otap"
+        assert _run(["encode", str(jsonl), "--out", str(target), "--no-sort"], capsys)[0] == 0
+        names = ["000000.json", "000001.json", "000002.json"]
+    else:
+        from adaptive_arrow import Encoder, EncoderConfig
+        from adaptive_arrow.store_layout import OTAP_LAYOUT
+        from otap_model import from_otlp
+
+        target = tmp_path / "store"
+        encoder = Encoder("traces", EncoderConfig(sort=False))
+        with QuiverStore.open(target, layout=OTAP_LAYOUT) as store:
+            for request in requests:
+                store.ingest(encoder.encode_records(from_otlp(request, signal="traces")))
+            store.ingest(with_progress(encoder.encode_records(from_otlp(b"", signal="traces")), "p", 3))
+        names = ["000000-traces.json", "000001-traces.json", "000002-traces.json", "000003.json"]
+    out = tmp_path / "j"
+    assert _run(["decode", str(target), "--out", str(out), "--output-format", "otlp-json"], capsys)[0] == 0
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == names
+    texts = [f.read_text() for f in files]
+    assert all(t.endswith("\n") and t.count("\n") == 1 for t in texts)
+    assert [to_otlp(from_otlp_json(t)).SerializeToString() for t in texts[:3]] == requests
+    if source == "store":
+        assert texts[3] == "{}\n"  # the empty request: the bundle held only a progress record
+    joined = tmp_path / "joined.jsonl"
+    joined.write_text("".join(texts[:3]))
+    code, stdout, err = _run(["encode", str(joined), "--out", str(tmp_path / "again.otap")], capsys)
+    assert (code, err) == (0, "") and stdout.startswith("3 message(s), ")
+    code, _, err = _run(["decode", str(target), "--out", str(out), "--output-format", "otlp-proto"], capsys)
+    assert code == 2 and "--overwrite" in err  # the .json files of the earlier decode are that run's output

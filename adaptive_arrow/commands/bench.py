@@ -34,7 +34,8 @@ NAME = "adaptive-arrow bench"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", type=Path,
-                        help="extra inputs, one export request each: OTLP protobuf, OTLP/JSON or Zipkin JSON. Each "
+                        help="extra inputs, one export request each (OTLP/JSON Lines: one per line, measured as "
+                             "one request holding them all): OTLP protobuf, OTLP/JSON or Zipkin JSON. Each "
                              "is named file/NAME in the table, results and plot file name; NAME is the file name, or "
                              "where inputs share one, the end of the path that tells them apart (a/x.json and "
                              "b/x.json: file/a/x.json and file/b/x.json); a file given twice is measured once")
@@ -107,7 +108,7 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
     from otap_model import to_otlp
     from otap_model.otlp.decode import REQUEST_TYPES
 
-    from .inputs import InputError, check_files, to_bundle
+    from .inputs import InputError, check_files, to_bundles
 
     try:
         check_files(paths)
@@ -116,9 +117,13 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
             data = path.read_bytes()
             if not data.strip():
                 raise InputError(f"{path}: the file is empty: no records to measure")
-            fmt, bundle = to_bundle(path, data, input_format, None)
-            # protobuf files are measured as they are; JSON inputs as the protobuf request they convert to
+            requests = list(to_bundles(path, data, input_format, None))
+            fmt, bundle = requests[0]
+            # protobuf files are measured as they are; JSON inputs as the protobuf request they convert
+            # to (a JSON Lines file: its requests' resources in one request, cut into batches like any)
             request = REQUEST_TYPES[bundle.signal].FromString(data) if fmt == "otlp-proto" else to_otlp(bundle)
+            for _, more in requests[1:]:
+                request.MergeFrom(to_otlp(more))
             dataset = c.file_dataset(name, request)
             if not dataset.whole:
                 raise InputError(f"{path}: the request holds no records: nothing to measure")

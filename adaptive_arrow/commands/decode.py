@@ -1,5 +1,7 @@
-"""``adaptive-arrow decode``: an OTAP envelope file -> OTLP protobuf files (one per message), or a
-Quiver store of OTAP records -> OTLP protobuf files (one per bundle).
+"""``adaptive-arrow decode``: an OTAP envelope file -> OTLP files (one per message), or a Quiver
+store of OTAP records -> OTLP files (one per bundle); protobuf (``.pb``), or with ``--output-format
+otlp-json`` OTLP/JSON on one line (``.json``, as the OpenTelemetry Collector's ``otlpjsonfile``
+receiver reads it).
 
 A store is read without opening it (quiver_store.offline: no lock, nothing written, so it works
 beside a live store): its finalized segments in order, then the acknowledged bundles only its WAL
@@ -7,10 +9,10 @@ holds, the bundles `quiver dump` lists. A store may hold several signals, so eac
 ``<index>-<signal>.pb``; a bundle holding only a producer-progress record is the empty request,
 ``<index>.pb``. For an envelope file the signal comes from the messages themselves. An envelope
 without payloads (what `encode` makes of an empty request) decodes to the empty request, whose
-protobuf bytes are the same for every signal, so a file of empty requests, or one that starts with
-them, needs no signal either. A directory holding ``<index>[-<signal>].pb`` files of an earlier
-decode is refused unless --overwrite, which deletes those files first and nothing else
-(commands/outputs.py).
+bytes are the same for every signal (protobuf: none; OTLP/JSON: ``{}``), so a file of empty
+requests, or one that starts with them, needs no signal either. A directory holding
+``<index>[-<signal>].pb`` or ``.json`` files of an earlier decode is refused unless --overwrite,
+which deletes those files first and nothing else (commands/outputs.py).
 """
 
 from __future__ import annotations
@@ -24,18 +26,22 @@ from typing import TYPE_CHECKING
 from . import outputs
 
 if TYPE_CHECKING:
+    from otap_model import OtapBundle
     from quiver_store.offline import StoredBundles
 
 NAME = "adaptive-arrow decode"
-RUN_FILE = re.compile(r"\d{6}(-(logs|traces|metrics))?\.pb")
+RUN_FILE = re.compile(r"\d{6}(-(logs|traces|metrics))?\.(pb|json)")
+SUFFIXES = {"otlp-proto": ".pb", "otlp-json": ".json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", type=Path,
                         help="OTAP envelope file written by `adaptive-arrow encode`, or a Quiver store directory of OTAP records")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the OTLP .pb files (created if missing)")
+    parser.add_argument("--out", required=True, type=Path, help="directory for the OTLP files (created if missing)")
+    parser.add_argument("--output-format", choices=list(SUFFIXES), default="otlp-proto",
+                        help="otlp-proto: <index>.pb files; otlp-json: <index>.json files, each one line of OTLP/JSON")
     parser.add_argument("--overwrite", action="store_true",
-                        help="delete the <index>.pb files of an earlier decode in --out first")
+                        help="delete the <index>.pb and <index>.json files of an earlier decode in --out first")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,9 +65,17 @@ def run(args: argparse.Namespace) -> int:
     return decode_envelopes(args) if stored is None else decode_store(args, stored)
 
 
+def serialize(bundle: OtapBundle | None, output_format: str) -> bytes:
+    """The request file's bytes; None is the empty request, the same for every signal."""
+    from otap_model import to_otlp, to_otlp_json
+
+    if output_format == "otlp-json":
+        return (to_otlp_json(bundle) if bundle is not None else "{}").encode() + b"\n"
+    return to_otlp(bundle).SerializeToString() if bundle is not None else b""
+
+
 def decode_envelopes(args: argparse.Namespace) -> int:
     """Every message of the envelope file at args.input as an OTLP request file."""
-    from otap_model import to_otlp
     from otap_model.errors import OtapModelError
 
     from ..decoder import Decoder
@@ -84,8 +98,8 @@ def decode_envelopes(args: argparse.Namespace) -> int:
                     break
                 number += 1
                 bar = BatchArrowRecords.from_bytes(message)
-                data = to_otlp(decoder.decode(bar)).SerializeToString() if bar.payloads else b""
-                (args.out / f"{number - 1:06d}.pb").write_bytes(data)
+                data = serialize(decoder.decode(bar) if bar.payloads else None, args.output_format)
+                (args.out / f"{number - 1:06d}{SUFFIXES[args.output_format]}").write_bytes(data)
     except OSError as exc:
         print(f"{NAME}: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -98,7 +112,6 @@ def decode_envelopes(args: argparse.Namespace) -> int:
 
 def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
     """Every bundle of the store at args.input as an OTLP request file."""
-    from otap_model import to_otlp
     from otap_model.errors import OtapModelError
     from quiver_store.errors import QuiverError
     from quiver_store.progress import PROGRESS_SLOT
@@ -119,11 +132,12 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
                 print(f"{NAME}: {exc}; the {number} bundle(s) before it were decoded into {args.out}", file=sys.stderr)
                 return 2
             try:
+                suffix = SUFFIXES[args.output_format]
                 if set(item.bundle.slots) <= {PROGRESS_SLOT}:  # progress over input without records: the empty request
-                    name, data = f"{number:06d}.pb", b""
+                    name, data = f"{number:06d}{suffix}", serialize(None, args.output_format)
                 else:
                     bundle = decoder.decode_records(item.bundle)
-                    name, data = f"{number:06d}-{bundle.signal.value}.pb", to_otlp(bundle).SerializeToString()
+                    name, data = f"{number:06d}-{bundle.signal.value}{suffix}", serialize(bundle, args.output_format)
             except (AdaptiveArrowError, OtapModelError) as exc:
                 where = (f"segment {item.segment_seq} bundle {item.bundle_index}" if item.segment_seq is not None
                          else f"WAL entry {item.wal_sequence}")

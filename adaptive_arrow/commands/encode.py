@@ -1,8 +1,8 @@
 """``adaptive-arrow encode``: OTLP files -> one OTAP envelope file.
 
-Each input file holds one export request (OTLP protobuf ``Export{Logs,Trace,Metrics}ServiceRequest``,
-the same as OTLP/JSON, or a Zipkin v2 JSON span list; see inputs.py) and becomes one
-BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP envelope files"). All
+Each export request in the input files (OTLP protobuf ``Export{Logs,Trace,Metrics}ServiceRequest``,
+one per file; the same as OTLP/JSON, one per file or one per line of a JSON Lines file; or a Zipkin
+v2 JSON span list, one per file; see inputs.py) becomes one BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP envelope files"). All
 messages go through one encoder, so the output is one OTAP stream (later messages carry
 dictionary deltas) unless --unary asks for a fresh encoder per message; the signal is --signal or,
 without it, the one the first file's content shows, and every later file must hold that signal.
@@ -26,7 +26,8 @@ NAME = "adaptive-arrow encode"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, help="input files, one export request each")
+    parser.add_argument("files", nargs="+", type=Path,
+                        help="input files, one export request each (OTLP/JSON Lines files: one per line)")
     parser.add_argument("--signal", choices=["logs", "traces", "metrics"],
                         help="signal of the requests (default: that of the first file; every file must hold it)")
     parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file (must not be an input)")
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from ..encoder import Encoder
     from ..envelope_file import write_envelopes
     from ..errors import AdaptiveArrowError
-    from .inputs import to_bundle
+    from .inputs import to_bundles
 
     try:
         check_files(args.files)
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     config = EncoderConfig(sort=not args.no_sort, ipc_compression=None if args.compression == "none" else "zstd")
     signal = args.signal  # None until the first file names it
     encoder = None
-    read = written = 0
+    read = written = messages = 0
     console = Console(stderr=True)
     columns = (TextColumn("encode"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     current = None
@@ -113,11 +114,12 @@ def run(args: argparse.Namespace) -> int:
             for current in args.files:
                 data = current.read_bytes()
                 read += len(data)
-                _, bundle = to_bundle(current, data, args.input_format, signal)
-                signal = bundle.signal.value
-                if encoder is None or args.unary:
-                    encoder = Encoder(signal, config)
-                written += write_envelopes(out, [encoder.encode(bundle)])
+                for _, bundle in to_bundles(current, data, args.input_format, signal):
+                    signal = bundle.signal.value
+                    if encoder is None or args.unary:
+                        encoder = Encoder(signal, config)
+                    written += write_envelopes(out, [encoder.encode(bundle)])
+                    messages += 1
                 progress.advance(task)
         tmp.replace(args.out)
         tmp = None
@@ -136,5 +138,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-    print(f"{len(args.files)} message(s), {read} input bytes -> {written} OTAP bytes in {args.out}")
+    print(f"{messages} message(s), {read} input bytes -> {written} OTAP bytes in {args.out}")
     return 0
