@@ -3,7 +3,8 @@
 Spark reads a Python task's output by a schema fixed per DataFrame and rejects unsigned, fixed-size
 binary and dictionary columns, so adaptive records cannot leave a task as Spark columns. Each input
 row (one serialized OTLP export request, as a Kafka ``value`` or a ``binaryFile`` ``content``
-column carries it) therefore leaves as one OTAP envelope (``BatchArrowRecords`` bytes) in a binary
+column carries it; or, in a string column, one OTLP/JSON request, as ``spark.read.text`` reads the
+lines the OpenTelemetry Collector's ``file`` exporter writes) therefore leaves as one OTAP envelope (``BatchArrowRecords`` bytes) in a binary
 column. Envelopes of one task form one OTAP stream: schemas and dictionaries travel once, so the
 reader must decode a stream's envelopes in ``sequence`` order with one ``Decoder`` per ``stream``
 (the task attempt id, unique within a Spark application; a retried task starts a new stream).
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from otap_model import OtapBundle, OtapModelError, Signal, from_otlp, to_otlp
+from otap_model import OtapBundle, OtapModelError, Signal, from_otlp, from_otlp_json, to_otlp
 from quiver_store import QuiverStore, StoreConfig, core_path, with_progress
 
 from .config import EncoderConfig
@@ -47,7 +48,7 @@ ENCODED_FIELDS = (
     pa.field("stream", pa.int64(), nullable=False),  # task attempt id: one OTAP stream per task attempt
     pa.field("sequence", pa.int32(), nullable=False),  # envelope position in its stream, from 0
     pa.field("records", pa.int64(), nullable=False),  # root records (log records, spans, metrics)
-    pa.field("otlp_bytes", pa.int64(), nullable=False),  # size of the input request
+    pa.field("otlp_bytes", pa.int64(), nullable=False),  # size of the input request (JSON: its UTF-8 bytes)
     pa.field("otap", pa.binary()),  # the envelope; null when the row was rejected
     pa.field("error", pa.string()),  # why the row was rejected (errors="record"), else null
 )
@@ -123,7 +124,9 @@ def encode_otlp(
     config: EncoderConfig | None = None,
     errors: ErrorPolicy = "raise",
 ) -> DataFrame:
-    """Encode each row's OTLP export request (binary ``column``) into one OTAP envelope.
+    """Encode each row's OTLP export request into one OTAP envelope: ``column`` is binary (OTLP
+    protobuf) or string (OTLP/JSON, one request per row, as ``spark.read.text`` gives the lines of
+    the Collector's file exporter output).
 
     Returns a DataFrame with the ``keep`` columns of the input, then ``ENCODED_FIELDS``. Each task
     keeps one stream-mode encoder (``config``, by default ``SPARK_ENCODER_CONFIG``: zstd IPC
@@ -153,7 +156,8 @@ def ingest_otlp(
     errors: ErrorPolicy = "raise",
     job_id: str | None = None,
 ) -> DataFrame:
-    """Encode each partition's OTLP requests and ingest them, inside the task, into that
+    """Encode each partition's OTLP requests (``column`` as in encode_otlp: protobuf or OTLP/JSON)
+    and ingest them, inside the task, into that
     partition's own Quiver store ``quiver_store.core_path(root, partition)``, so no envelope
     travels back through Spark (the bulk path; the driver only gets one ``STORED_FIELDS`` row per
     partition). Every store must be on a file system the tasks can write and readers can reach
@@ -275,16 +279,17 @@ def _keep_names(keep: Sequence[str], where: str) -> list[str]:
 
 
 def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str) -> dict[str, int]:
-    """Column positions by name, after checking that ``column`` is binary and ``keep`` exists."""
-    from pyspark.sql.types import BinaryType
+    """Column positions by name, after checking that ``column`` is binary (OTLP protobuf) or string
+    (OTLP/JSON) and ``keep`` exists."""
+    from pyspark.sql.types import BinaryType, StringType
 
     fields = {f.name: f for f in df.schema.fields}
     if column not in fields:
         raise SparkJobError(f"{where}: no column {column!r}; the DataFrame has {sorted(fields)}")
-    if not isinstance(fields[column].dataType, BinaryType):
+    if not isinstance(fields[column].dataType, BinaryType | StringType):
         raise SparkJobError(
             f"{where}: column {column!r} is {fields[column].dataType.simpleString()}, expected binary "
-            "(serialized OTLP export requests)"
+            "(serialized OTLP export requests) or string (OTLP/JSON export requests)"
         )
     for name in keep:
         if name not in fields:
@@ -326,7 +331,7 @@ class _EncodeTask:
             rows = []  # one tuple of ENCODED_FIELDS values per input row
             for value in batch.column(self.column).to_pylist():
                 otap, error, records = self._encode(encoder, value, f"partition {partition}, row {sequence}")
-                rows.append((partition, stream, sequence, records, len(value or b""), otap, error))
+                rows.append((partition, stream, sequence, records, _size(value), otap, error))
                 sequence += 1
             values = list(zip(*rows, strict=True)) if rows else [()] * len(ENCODED_FIELDS)
             columns = [batch.column(i) for i in self.keep]
@@ -334,7 +339,7 @@ class _EncodeTask:
             schema = pa.schema([batch.schema.field(i) for i in self.keep] + list(ENCODED_FIELDS))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
-    def _encode(self, encoder: Encoder, value: bytes | None, where: str) -> tuple[bytes | None, str | None, int]:
+    def _encode(self, encoder: Encoder, value: bytes | str | None, where: str) -> tuple[bytes | None, str | None, int]:
         bundle, error = _convert(value, self.signal, self.errors, where)
         if bundle is None:
             return None, error, 0
@@ -344,14 +349,22 @@ class _EncodeTask:
             return None, _reject(f"{where}: {exc}", self.errors), 0
 
 
-def _convert(value: bytes | None, signal: Signal, errors: ErrorPolicy, where: str) -> tuple[OtapBundle | None, str | None]:
-    """The request as plain tables, or (with errors="record") why it could not be converted."""
+def _convert(value: bytes | str | None, signal: Signal, errors: ErrorPolicy, where: str) -> tuple[OtapBundle | None, str | None]:
+    """The request (protobuf bytes, or OTLP/JSON text from a string column) as plain tables, or
+    (with errors="record") why it could not be converted."""
     if value is None:
         return None, _reject(f"{where}: the request is null", errors)
     try:
-        return from_otlp(value, signal), None
+        return (from_otlp_json(value, signal) if isinstance(value, str) else from_otlp(value, signal)), None
     except OtapModelError as exc:
         return None, _reject(f"{where}: {exc}", errors)
+
+
+def _size(value: bytes | str | None) -> int:
+    """Bytes of an input request: protobuf as it is, OTLP/JSON as UTF-8."""
+    if value is None:
+        return 0
+    return len(value.encode()) if isinstance(value, str) else len(value)
 
 
 def _reject(message: str, errors: ErrorPolicy) -> str:
@@ -401,7 +414,7 @@ class _IngestTask:
                             error = _reject(f"{where}: {exc}", self.errors)
                         else:
                             store.ingest(stored if producer is None else with_progress(stored, producer, row))
-                            bundles, records, otlp_bytes = bundles + 1, records + bundle.num_rows, otlp_bytes + len(value)
+                            bundles, records, otlp_bytes = bundles + 1, records + bundle.num_rows, otlp_bytes + _size(value)
                     if error is not None:
                         rejected.append(error)
             if done > row:

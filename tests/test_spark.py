@@ -3,6 +3,8 @@ encoder gives in this process, and bad rows or a bad setup fail with a clear err
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 from pyspark.errors import PythonException
@@ -112,6 +114,29 @@ def test_bad_requests_are_recorded_and_the_stream_goes_on(spark) -> None:
         assert canonical_order(to_otlp(bundle)) == _canonical("logs", data)
 
 
+def test_otlp_json_lines_read_as_text_encode_and_ingest(spark, tmp_path) -> None:
+    """The Collector's file exporter output (one OTLP/JSON request per line) read with
+    spark.read.text: a string column, each row encoded like its protobuf request; a bad line is
+    named; ingest_otlp stores every request."""
+    bundles = list(otap_model.generate("traces", 1_500, batch_size=500, seed=4))
+    lines = [otap_model.to_otlp_json(b) for b in bundles]
+    (tmp_path / "collector.json").write_text("\n".join([lines[0], '{"resourceSpans": [', *lines[1:]]) + "\n")
+    frame = spark.read.text(str(tmp_path / "collector.json")).coalesce(1)
+    rows = list(collect_streams(encode_otlp(frame, "traces", errors="record")))
+
+    assert [r.otap is None for r in rows] == [False, True, False, False]
+    assert rows[1].error.startswith("partition 0, row 1: invalid JSON: ")
+    protobuf = [to_otlp(b).SerializeToString() for b in bundles]
+    decoder = Decoder()
+    good = [r for r in rows if r.otap is not None]
+    assert [r.otlp_bytes for r in good] == [len(line.encode()) for line in lines]
+    for row, data in zip(good, protobuf, strict=True):
+        assert canonical_order(to_otlp(decoder.decode(row.otap))) == _canonical("traces", data)
+    summary = ingest_otlp(frame, "traces", tmp_path / "stores", errors="record").collect()
+    assert [(r.bundles, r.rejected) for r in summary] == [(3, 1)]
+    assert sorted(_stored([summary[0].store])) == sorted(_canonical("traces", d).SerializeToString(deterministic=True) for d in protobuf)
+
+
 def test_tasks_ingest_each_partition_into_its_own_store(spark, tmp_path) -> None:
     requests = _requests("metrics", 4_000, 500, seed=2)
     bad: list[bytes | None] = [*requests[:3], b"\x12\x01", *requests[3:]]
@@ -154,7 +179,8 @@ def test_setup_errors_name_the_problem(spark, tmp_path) -> None:
     frame = spark.createDataFrame(pa.table({"value": pa.array([b"x"]), "text": pa.array(["a"]), "sequence": pa.array([1])}).to_pandas())
     cases = [
         (lambda: encode_otlp(frame, "logs", column="missing"), "encode_otlp: no column 'missing'"),
-        (lambda: encode_otlp(frame, "logs", column="text"), "encode_otlp: column 'text' is string, expected binary"),
+        (lambda: encode_otlp(frame, "logs", column="sequence"), "encode_otlp: column 'sequence' is bigint, expected binary "
+                                                                "(serialized OTLP export requests) or string (OTLP/JSON export requests)"),
         (lambda: encode_otlp(frame, "profiles"), "unknown signal 'profiles'"),
         (lambda: encode_otlp(frame, "logs", keep=["sequence"]), "clash with output columns"),
         (lambda: encode_otlp(frame, "logs", keep=["nope"]), "keep names 'nope', which is not a column"),
@@ -164,12 +190,12 @@ def test_setup_errors_name_the_problem(spark, tmp_path) -> None:
         (lambda: encode_otlp(frame, "logs", errors="ignore"), "errors must be 'raise' or 'record'"),
         (lambda: encode_otlp(frame, "logs", config={"sort": True}), "config must be an EncoderConfig"),
         (lambda: decode_otap(frame), "decode_otap: no column 'otap'"),
-        (lambda: ingest_otlp(frame, "logs", "/tmp/x", column="text"), "ingest_otlp: column 'text' is string"),
+        (lambda: ingest_otlp(frame, "logs", "/tmp/x", column="sequence"), "ingest_otlp: column 'sequence' is bigint"),
         (lambda: ingest_otlp(frame, "logs", "/tmp/x", store_config={}), "store_config must be a quiver_store StoreConfig"),
         (lambda: ingest_otlp(frame, "logs", tmp_path / "a-file"), f"ingest_otlp: root {tmp_path}/a-file: exists and is not a directory"),
     ]
     for call, expected in cases:
-        with pytest.raises(SparkJobError, match=expected.replace("(", r"\(").replace("[", r"\[")):
+        with pytest.raises(SparkJobError, match=re.escape(expected)):
             call()
 
 
