@@ -7,6 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adaptive_arrow import BatchArrowRecords, EnvelopeError
 from adaptive_arrow.cli import main
@@ -628,8 +630,8 @@ def test_a_bad_line_of_a_json_lines_file_is_named(tmp_path: Path, capsys: pytest
     jsonl.write_text(text + spans + "\n")
     code, _, err = _run(["encode", str(jsonl), "--out", str(out)], capsys)
     assert (code, err) == (2, f"adaptive-arrow encode: {jsonl} line 5 (read as OTLP/JSON Lines): signal=logs but the "
-                              "request holds resourceSpans (traces); its data would be dropped (every line must hold "
-                              "logs, the signal of line 1)\n")
+                              "request holds resourceSpans (traces); its data would be dropped (every request must hold "
+                              f"logs, the signal of {jsonl} line 1)\n")
     assert not out.exists()
 
 
@@ -681,3 +683,97 @@ def test_decode_writes_otlp_json_that_encode_reads_back(tmp_path: Path, source: 
     assert (code, err) == (0, "") and stdout.startswith("3 message(s), ")
     code, _, err = _run(["decode", str(target), "--out", str(out), "--output-format", "otlp-proto"], capsys)
     assert code == 2 and "--overwrite" in err  # the .json files of the earlier decode are that run's output
+
+
+def _framed(payloads: list[bytes]) -> bytes:
+    """The Collector file exporter's framing: big-endian u32 length, then the request."""
+    return b"".join(struct.pack(">I", len(p)) + p for p in payloads)
+
+
+def _collector_file(kind: str, requests: list[bytes], lines: list[bytes]) -> bytes:
+    """What the Collector's file exporter writes with each setting (format, compression, and the
+    native-compression feature gate that compresses the whole file as one stream)."""
+    import zstandard
+
+    z = zstandard.ZstdCompressor()
+    return {
+        "format: proto": _framed(requests),
+        "format: proto, compression: zstd": _framed([z.compress(r) for r in requests]),
+        "format: json, compression: zstd": _framed([z.compress(line) for line in lines]),
+        "native zstd, format: json": z.compress(b"\n".join(lines) + b"\n"),
+        "native zstd, format: proto": b"".join(z.compress(c) for c in (_framed(requests[:1]), _framed(requests[1:]))),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["format: proto", "format: proto, compression: zstd", "format: json, compression: zstd",
+                                  "native zstd, format: json", "native zstd, format: proto"])
+def test_encode_reads_every_collector_file_exporter_format(tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """One message per request whatever the file exporter's settings; the envelopes are byte for
+    byte those of the same requests given as one protobuf file each."""
+    jsonl, requests = _json_lines(tmp_path, "logs")
+    lines = [line for line in jsonl.read_bytes().splitlines() if line.strip()]
+    collector = tmp_path / "collector-output"
+    collector.write_bytes(_collector_file(kind, requests, lines))
+    singles = []
+    for i, request in enumerate(requests):
+        singles.append(tmp_path / f"single-{i}.pb")
+        singles[-1].write_bytes(request)
+    code, stdout, err = _run(["encode", str(collector), "--out", str(tmp_path / "c.otap")], capsys)
+    assert (code, err) == (0, "") and stdout.startswith("3 message(s), ")
+    assert _run(["encode", *map(str, singles), "--out", str(tmp_path / "s.otap")], capsys)[0] == 0
+    assert (tmp_path / "c.otap").read_bytes() == (tmp_path / "s.otap").read_bytes()
+
+
+def test_damaged_collector_files_are_named_with_the_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import zstandard
+
+    _, requests = _json_lines(tmp_path, "logs")
+    bad = tmp_path / "bad-frame"
+    bad.write_bytes(_framed([requests[0], b"\x0a\x05oops!", requests[2]]))
+    code, _, err = _run(["encode", str(bad), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and err.startswith(f"adaptive-arrow encode: {bad} message 2 (read as OTLP protobuf, length-prefixed): ")
+    cut = tmp_path / "cut.zst"
+    cut.write_bytes(zstandard.ZstdCompressor().compress(_framed(requests))[:-20])
+    code, _, err = _run(["encode", str(cut), "--out", str(tmp_path / "o")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {cut}: zstd-compressed data that ends inside a frame (truncated?)\n")
+    corrupt = tmp_path / "corrupt"
+    corrupt.write_bytes(_framed([requests[0], zstandard.ZstdCompressor().compress(requests[1])[:-6] + b"\xff" * 6]))
+    code, _, err = _run(["encode", str(corrupt), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and err.startswith(f"adaptive-arrow encode: {corrupt} message 2: zstd-compressed data that ")
+    assert not (tmp_path / "o").exists()
+
+
+@given(st.sampled_from(["logs", "traces", "metrics"]), st.integers(0, 40), st.integers(0, 2**16))
+@settings(max_examples=60, deadline=None)
+def test_a_protobuf_request_is_never_read_as_collector_frames(signal: str, count: int, seed: int) -> None:
+    from adaptive_arrow.commands.inputs import length_prefixed
+    from otap_model import generate_otlp
+
+    for request in generate_otlp(signal, count, batch_size=max(count, 1), seed=seed):
+        data = request.SerializeToString()
+        assert length_prefixed(data) is None  # its first byte, 0x0a (field 1), would declare > 160 MiB
+
+
+def _zstd(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+_FRAMES = st.lists(st.binary(max_size=40).map(lambda b: b"\x0a" + b), min_size=1, max_size=4)
+
+
+@given(st.one_of(st.binary(max_size=300), st.binary(max_size=60).map(lambda b: b"\x28\xb5\x2f\xfd" + b),
+                 st.binary(max_size=200).map(_zstd), _FRAMES.map(_framed), _FRAMES.map(lambda f: _zstd(_framed(f)))))
+@settings(max_examples=500, deadline=None)
+def test_random_bytes_as_an_input_file_raise_input_error(data: bytes) -> None:
+    """Whatever the container (zstd, length-prefixed frames) around random bytes: InputError
+    naming the file, nothing else."""
+    from adaptive_arrow.commands.inputs import InputError, to_bundles
+
+    for name in ("x.pb", "x.json", "x"):
+        try:
+            for _ in to_bundles(Path(name), data, "auto", None):
+                pass
+        except InputError as exc:
+            assert str(exc).startswith(name)

@@ -34,8 +34,9 @@ NAME = "adaptive-arrow bench"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", type=Path,
-                        help="extra inputs, one export request each (OTLP/JSON Lines: one per line, measured as "
-                             "one request holding them all): OTLP protobuf, OTLP/JSON or Zipkin JSON. Each "
+                        help="extra inputs of export requests, read as encode reads them (a file of several, such as "
+                             "OTLP/JSON Lines or Collector file-exporter output, is measured as one request holding "
+                             "them all): OTLP protobuf, OTLP/JSON or Zipkin JSON. Each "
                              "is named file/NAME in the table, results and plot file name; NAME is the file name, or "
                              "where inputs share one, the end of the path that tells them apart (a/x.json and "
                              "b/x.json: file/a/x.json and file/b/x.json); a file given twice is measured once")
@@ -117,13 +118,13 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
             data = path.read_bytes()
             if not data.strip():
                 raise InputError(f"{path}: the file is empty: no records to measure")
-            requests = list(to_bundles(path, data, input_format, None))
-            fmt, bundle = requests[0]
-            # protobuf files are measured as they are; JSON inputs as the protobuf request they convert
-            # to (a JSON Lines file: its requests' resources in one request, cut into batches like any)
-            request = REQUEST_TYPES[bundle.signal].FromString(data) if fmt == "otlp-proto" else to_otlp(bundle)
-            for _, more in requests[1:]:
-                request.MergeFrom(to_otlp(more))
+            # protobuf requests are measured as they are; JSON ones as the protobuf request they convert
+            # to. A file of several requests (JSON Lines, Collector file-exporter frames) is measured
+            # as one request holding all their resources, cut into batches like any input.
+            request, *more = [REQUEST_TYPES[bundle.signal].FromString(read.data) if read.fmt == "otlp-proto" else to_otlp(bundle)
+                              for read, bundle in to_bundles(path, data, input_format, None)]
+            for other in more:
+                request.MergeFrom(other)
             dataset = c.file_dataset(name, request)
             if not dataset.whole:
                 raise InputError(f"{path}: the request holds no records: nothing to measure")

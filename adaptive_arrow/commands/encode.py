@@ -1,8 +1,9 @@
 """``adaptive-arrow encode``: OTLP files -> one OTAP envelope file.
 
-Each export request in the input files (OTLP protobuf ``Export{Logs,Trace,Metrics}ServiceRequest``,
-one per file; the same as OTLP/JSON, one per file or one per line of a JSON Lines file; or a Zipkin
-v2 JSON span list, one per file; see inputs.py) becomes one BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP envelope files"). All
+Each export request in the input files (OTLP protobuf or OTLP/JSON, one per file, per line of a
+JSON Lines file or per frame of a Collector file-exporter file; or a Zipkin v2 JSON span list; see
+inputs.py) becomes one BatchArrowRecords in the output (length-prefixed, docs/formats.md "OTAP
+envelope files"). All
 messages go through one encoder, so the output is one OTAP stream (later messages carry
 dictionary deltas) unless --unary asks for a fresh encoder per message; the signal is --signal or,
 without it, the one the first file's content shows, and every later file must hold that signal.
@@ -27,7 +28,8 @@ NAME = "adaptive-arrow encode"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", type=Path,
-                        help="input files, one export request each (OTLP/JSON Lines files: one per line)")
+                        help="input files of export requests: one per file, per line (OTLP/JSON Lines) or per "
+                             "frame (Collector file-exporter output)")
     parser.add_argument("--signal", choices=["logs", "traces", "metrics"],
                         help="signal of the requests (default: that of the first file; every file must hold it)")
     parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file (must not be an input)")

@@ -1,28 +1,46 @@
-"""Telemetry input files of `encode` and `bench`: OTLP protobuf, OTLP/JSON or Zipkin v2 JSON.
+"""Telemetry input files of `encode` and `bench`: the export requests a file holds.
 
-``--input-format auto`` picks the format by suffix (``.json``, ``.jsonl``: JSON, ``.pb``: protobuf),
-then by content (a first non-blank byte ``{`` is OTLP/JSON, ``[`` Zipkin JSON, anything else
-protobuf); JSON is OTLP/JSON unless it is a list (Zipkin). No OTLP request starts with ``{`` or
-``[``, so a protobuf parse failure of such a file says it looks like JSON.
+A file holds one request or several:
 
-A protobuf or Zipkin file is one request. An OTLP/JSON file is one request, or JSON Lines: one
-request per line, as the OpenTelemetry Collector's ``file`` exporter writes them and its
-``otlpjsonfile`` receiver reads them (a file of two or more non-blank lines whose first line is a
-whole JSON object on its own; a pretty-printed request's first line never is).
+* OTLP protobuf: one ``Export{Logs,Trace,Metrics}ServiceRequest`` (as ``generate`` writes them);
+* OTLP/JSON: one request, or JSON Lines, one request per line (the OTLP file exporter
+  specification; the Collector's ``file`` exporter with ``format: json``);
+* Zipkin v2 JSON: one span list (traces);
+* the Collector's ``file`` exporter with ``format: proto`` or with ``compression: zstd``: each
+  request preceded by its length as a big-endian u32 (each one zstd-compressed under
+  ``compression``); with its native compression the whole file is one zstd stream.
+
+A file starting with the zstd magic is decompressed first. A file that length-prefixed frames
+tile exactly, each holding a request (protobuf: first byte 0x0a; OTLP/JSON: ``{``; a zstd frame;
+or nothing, the empty request), is read frame by frame; no single request parses as such frames
+(a protobuf request starts with 0x0a, so its first frame would claim over 160 MiB). Otherwise
+``--input-format auto`` picks the format by suffix (``.json``, ``.jsonl``: JSON, ``.pb``:
+protobuf), then by content (a first non-blank byte ``{`` is OTLP/JSON, ``[`` Zipkin JSON, anything
+else protobuf); JSON is OTLP/JSON unless it is a list (Zipkin). No OTLP request starts with ``{``
+or ``[``, so a protobuf parse failure of such a file says it looks like JSON. An OTLP/JSON file of
+two or more non-blank lines whose first line is a whole JSON object is JSON Lines (a
+pretty-printed request's first line never is).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import zstandard
 
 from otap_model import ConversionError, OtapBundle, Signal, from_otlp, from_otlp_json, from_zipkin_json
 
 INPUT_FORMATS = ("auto", "otlp-proto", "otlp-json", "zipkin-json")
 LABELS = {"otlp-proto": "OTLP protobuf", "otlp-json": "OTLP/JSON", "zipkin-json": "Zipkin JSON"}
 JSON_SUFFIXES = (".json", ".jsonl")
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_LENGTH = struct.Struct(">I")
+_REQUEST_STARTS = (b"\x0a", b"{", ZSTD_MAGIC[:1])  # first byte of a framed request: protobuf field 1, JSON, zstd
 
 
 class InputError(Exception):
@@ -30,9 +48,28 @@ class InputError(Exception):
     for; the message starts with the file name."""
 
 
+@dataclass(frozen=True)
+class Request:
+    """One export request of an input file, as bytes of its format."""
+
+    fmt: str  # otlp-proto, otlp-json or zipkin-json
+    data: bytes
+    where: str  # the file, and the line or message within it when it holds several
+    framing: str = ""  # how it was cut out of the file ("" for a whole file), for error messages
+
+    @property
+    def label(self) -> str:
+        if self.framing.endswith("JSON Lines"):
+            read_as = self.framing.replace("JSON Lines", "OTLP/JSON Lines")
+        else:
+            read_as = ", ".join(filter(None, [LABELS[self.fmt], self.framing]))
+        return f"{self.where} (read as {read_as})"
+
+
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
-                        help="format of the input files; auto: by suffix (.json, .pb), then by content")
+                        help="format of the input files' requests; auto: by suffix (.json, .jsonl, .pb), then by "
+                             "content. Collector file-exporter files (length-prefixed, zstd) are recognised by content")
 
 
 def check_files(paths: list[Path]) -> None:
@@ -62,27 +99,60 @@ def detect_format(path: Path, data: bytes, input_format: str) -> str:
     return "otlp-proto"
 
 
-def to_bundles(path: Path, data: bytes, input_format: str, signal: str | None) -> Iterator[tuple[str, OtapBundle]]:
-    """Each request of the file as an OtapBundle, with the file's format: one, or one per line of an
-    OTLP/JSON Lines file, all of one signal (`signal`, or without it that of the first request).
-    InputError as to_bundle raises it, naming the line of a JSON Lines file."""
+def requests(path: Path, data: bytes, input_format: str) -> Iterator[Request]:
+    """The export requests of one input file, in file order (see the module docstring)."""
+    compressed = data[:4] == ZSTD_MAGIC
+    if compressed:
+        data = unzstd(data, str(path))
+    frames = length_prefixed(data)
+    if frames is not None:
+        framing = "zstd file, length-prefixed" if compressed else "length-prefixed"
+        for number, payload in enumerate(frames, 1):
+            where = f"{path} message {number}"
+            if payload[:4] == ZSTD_MAGIC:
+                payload = unzstd(payload, where)
+            fmt = input_format if input_format != "auto" else ("otlp-json" if _first(payload) == b"{" else "otlp-proto")
+            yield Request(fmt, payload, where, framing)
+        return
     fmt = detect_format(path, data, input_format)
     lines = json_lines(data) if fmt == "otlp-json" else None
     if lines is None:
-        yield to_bundle(path, data, fmt, signal)
+        yield Request(fmt, data, str(path), "zstd file" if compressed else "")
         return
-    first = None  # line number whose request named the signal, when `signal` did not
     for number, line in lines:
-        where = f"{path} line {number} (read as OTLP/JSON Lines)"
+        yield Request(fmt, line, f"{path} line {number}", "zstd file, JSON Lines" if compressed else "JSON Lines")
+
+
+def unzstd(data: bytes, where: str) -> bytes:
+    """Every zstd frame of `data`, decompressed; InputError for damaged or truncated data."""
+    decompressor = zstandard.ZstdDecompressor()
+    out = []
+    while data:
+        frame = decompressor.decompressobj()
         try:
-            bundle = from_otlp_json(line, signal=signal)
-        except ConversionError as exc:
-            mismatch = first is not None and str(exc).startswith(f"signal={signal} but")
-            origin = f" (every line must hold {signal}, the signal of line {first})" if mismatch else ""
-            raise InputError(f"{where}: {exc}{origin}") from None
-        if signal is None:
-            signal, first = bundle.signal.value, number
-        yield fmt, bundle
+            out.append(frame.decompress(data))
+        except zstandard.ZstdError as exc:
+            raise InputError(f"{where}: zstd-compressed data that does not decompress ({exc})") from None
+        if not frame.eof:
+            raise InputError(f"{where}: zstd-compressed data that ends inside a frame (truncated?)")
+        data = frame.unused_data
+    return b"".join(out)
+
+
+def length_prefixed(data: bytes) -> list[bytes] | None:
+    """The requests of a file written as big-endian u32 length + request, the Collector file
+    exporter's framing; None unless such frames tile `data` exactly, each holding a request."""
+    frames, at = [], 0
+    while at < len(data):
+        if at + _LENGTH.size > len(data):
+            return None
+        (length,) = _LENGTH.unpack_from(data, at)
+        payload = data[at + _LENGTH.size : at + _LENGTH.size + length]
+        if len(payload) < length or (payload and payload[:1] not in _REQUEST_STARTS):
+            return None
+        frames.append(payload)
+        at += _LENGTH.size + length
+    return frames or None
 
 
 def json_lines(data: bytes) -> list[tuple[int, bytes]] | None:
@@ -97,26 +167,49 @@ def json_lines(data: bytes) -> list[tuple[int, bytes]] | None:
         return None
 
 
-def to_bundle(path: Path, data: bytes, input_format: str, signal: str | None) -> tuple[str, OtapBundle]:
-    """The file's format and its records as an OtapBundle; InputError naming the file, the format it
-    was read as and, where one is likely, the mistake (a JSON file read as protobuf, another signal)."""
-    fmt = detect_format(path, data, input_format)
-    where = f"{path} (read as {LABELS[fmt]})"
+def to_bundles(path: Path, data: bytes, input_format: str, signal: str | None) -> Iterator[tuple[Request, OtapBundle]]:
+    """Each request of the file with its records as an OtapBundle, all of one signal (`signal`, or
+    without it that of the file's first request). InputError naming the file (and the line or
+    message), the format it was read as and, where one is likely, the mistake."""
+    first = None  # the request whose content named the signal, when `signal` did not
+    for request in requests(path, data, input_format):
+        try:
+            bundle = to_bundle(request, signal)
+        except InputError as exc:
+            if first is not None and _holds_another_signal(request, signal):
+                raise InputError(f"{exc} (every request must hold {signal}, the signal of {first.where})") from None
+            raise
+        if signal is None:
+            signal, first = bundle.signal.value, request
+        yield request, bundle
+
+
+def _holds_another_signal(request: Request, signal: str | None) -> bool:
+    try:
+        return to_bundle(request, None).signal.value != signal
+    except InputError:
+        return False
+
+
+def to_bundle(request: Request, signal: str | None) -> OtapBundle:
+    """One request's records; InputError naming where it is, the format it was read as and, where
+    one is likely, the mistake (a JSON file read as protobuf, another signal)."""
+    fmt, data, where = request.fmt, request.data, request.label
     if not (data if fmt == "otlp-proto" else _first(data)):  # empty (JSON: or blank) = empty request
         if signal is None:
             raise InputError(f"{where}: an empty request holds no records to tell its signal by; pass --signal")
-        return fmt, from_otlp(b"", signal=signal)
+        return from_otlp(b"", signal=signal)
     try:
         if fmt == "otlp-json":
-            return fmt, from_otlp_json(data, signal=signal)
+            return from_otlp_json(data, signal=signal)
         if fmt == "zipkin-json":
             bundle = from_zipkin_json(data)
             if signal is not None and Signal(signal) is not bundle.signal:
                 raise InputError(f"{where}: Zipkin spans are traces, not {signal}")
-            return fmt, bundle
+            return bundle
         if signal is None:
-            return fmt, _infer(data, where)
-        return fmt, from_otlp(data, signal=signal)
+            return _infer(data, where)
+        return from_otlp(data, signal=signal)
     except ConversionError as exc:
         raise InputError(f"{where}: {exc}{_hint(data, fmt)}") from None
 
