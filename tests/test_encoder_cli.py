@@ -473,10 +473,11 @@ def test_without_signal_a_later_file_of_another_signal_is_refused(tmp_path: Path
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name", ["e.pb", "e.json"])
-def test_without_signal_an_empty_first_file_asks_for_it(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("name", "content"), [("e.pb", b""), ("e.json", b""), ("e.json", b"{}\n")])
+def test_without_signal_an_empty_first_file_asks_for_it(tmp_path: Path, name: str, content: bytes,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / name
-    empty.write_bytes(b"")
+    empty.write_bytes(content)
     code, _, err = _run(["encode", str(empty), "--out", str(tmp_path / "o")], capsys)
     fmt = "OTLP protobuf" if name.endswith(".pb") else "OTLP/JSON"
     assert (code, err) == (2, f"adaptive-arrow encode: {empty} (read as {fmt}): an empty request holds no records "

@@ -211,7 +211,17 @@ def to_bundle(request: Request, signal: str | None) -> OtapBundle:
             return _infer(data, where)
         return from_otlp(data, signal=signal)
     except ConversionError as exc:
+        if signal is None and fmt == "otlp-json" and _without_records(data):  # such as {}, as decode writes it
+            raise InputError(f"{where}: an empty request holds no records to tell its signal by; pass --signal") from None
         raise InputError(f"{where}: {exc}{_hint(data, fmt)}") from None
+
+
+def _without_records(data: bytes) -> bool:
+    """An OTLP/JSON object that names no signal and holds no records of any."""
+    try:
+        return from_otlp_json(data, signal="logs").num_rows == 0
+    except ConversionError:
+        return False
 
 
 def _infer(data: bytes, where: str) -> OtapBundle:
