@@ -1130,11 +1130,18 @@ class QuiverStore:
         return [self._segment_info(s) for s in sorted(self._segment_sizes)]
 
     def bundles(self) -> Iterator[tuple[int, int, RecordBundle]]:
-        """(segment_seq, bundle_index, bundle) for every finalized bundle, in order."""
+        """(segment_seq, bundle_index, bundle) for every finalized bundle, in order; a segment that
+        retention (or delete_segment) removes while the iteration runs is skipped from then on."""
         from .segment.reader import SegmentReader
 
         for seq in sorted(self._segment_sizes):
-            with SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs) as reader:
+            try:
+                reader = SegmentReader.open(segment_path(self.segments_dir, seq), fs=self.fs)
+            except QuiverError as exc:
+                if getattr(exc, "errno", None) == errno.ENOENT and seq not in self._segment_sizes:
+                    continue  # deleted since the listing
+                raise
+            with reader:
                 for index, bundle in enumerate(reader.bundles()):
                     yield seq, index, bundle
 

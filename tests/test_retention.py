@@ -104,6 +104,29 @@ def test_headroom_keeps_a_local_spool(tmp_path):
         assert metric(store, 'quiver.gc.evictions_total{reason="processed"}') == 2
 
 
+def test_bundles_skips_a_segment_retention_deletes_while_it_iterates(tmp_path):
+    """A reader of bundles() beside a subscriber whose acks let retention delete segments: the
+    iteration goes on past the deleted segment instead of failing to open it."""
+    with QuiverStore.open(tmp_path, config()) as store:
+        sub = store.subscribe("a")
+        for k in range(3):
+            segment_of(store, [k])
+        listing = store.bundles()
+        assert [(seq, v.slots[0].column(0)[0].as_py()) for seq, _, v in [next(listing)]] == [(0, 0)]
+        assert drain(sub) == [0, 1, 2]
+        store.maintain()  # every segment processed, no headroom: retention deletes them all
+        assert store.segments() == []
+        assert list(listing) == []
+    with QuiverStore.open(tmp_path, config()) as store:
+        segment_of(store, [3])
+        segment_of(store, [4])
+        listing = store.bundles()
+        first = next(listing)
+        store.delete_segment(first[0] + 1, "test")
+        assert list(listing) == []  # the second segment went while the first was being read
+        assert [seq for seq, _, _ in store.bundles()] == [first[0]]
+
+
 # -- size cap ---------------------------------------------------------------------------------
 def test_backpressure_blocks_then_raises_naming_cap_and_usage_and_never_deletes(tmp_path):
     with QuiverStore.open(tmp_path, config()) as store:
