@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from otap_model import OtapBundle, OtapModelError, Signal, from_otlp, from_otlp_json, to_otlp
+from otap_model import (
+    OtapBundle,
+    OtapModelError,
+    PayloadType,
+    Signal,
+    from_otlp,
+    from_otlp_json,
+    signal_of,
+    to_otlp,
+)
 from quiver_store import QuiverStore, StoreConfig, core_path, with_progress
 
 from .config import EncoderConfig
@@ -30,6 +39,7 @@ from .decoder import Decoder
 from .encoder import Encoder
 from .envelope import BatchArrowRecords
 from .errors import AdaptiveArrowError, SparkJobError
+from .spark_types import spark_schema, to_spark_types
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -203,15 +213,49 @@ def decode_otap(df: DataFrame, signal: Signal | str | None = None, *, keep: Sequ
     """
     sig = _signal(signal) if signal is not None else None
     kept = [k for k in _keep_names(keep, "decode_otap") if k not in ("stream", "sequence")]
-    _check_columns(df, "otap", ("stream", "sequence", *kept), "decode_otap")
+    _check_columns(df, "otap", ("stream", "sequence", *kept), "decode_otap", requests=False)
     _check_clashes(kept, DECODED_FIELDS, "decode_otap")
-    ordered = (
+    return _in_stream_order(df, kept).mapInArrow(_DecodeTask(sig, len(kept)), _output_schema(df, kept, DECODED_FIELDS))
+
+
+def decode_table(df: DataFrame, payload_type: PayloadType | int | str, *, keep: Sequence[str] = ()) -> DataFrame:
+    """One OTAP table of the envelopes of ``encode_otlp`` as Spark rows, for queries over the
+    records themselves: the ``keep`` columns, ``stream``, ``sequence``, then the columns of
+    ``spark_types.spark_schema(payload_type)`` (the reference columns in types Spark reads, values
+    unchanged: ids widen to signed types, fixed-size ids become binary, timestamps int64
+    nanoseconds). One row per row of that table in every envelope; an envelope without it adds none.
+
+    Ids (``id``, ``parent_id``, ``resource.id``, ``scope.id``) are unique within one envelope
+    only, so join tables on ``(stream, sequence, id)``. As in decode_otap, each stream is decoded
+    in one partition in ``sequence`` order and rows with a null envelope are skipped.
+    """
+    pt = _payload_type(payload_type)
+    kept = [k for k in _keep_names(keep, "decode_table") if k not in ("stream", "sequence")]
+    _check_columns(df, "otap", ("stream", "sequence", *kept), "decode_table", requests=False)
+    fields = (*DECODED_FIELDS[:2], *spark_schema(pt))
+    _check_clashes(kept, fields, "decode_table")
+    return _in_stream_order(df, kept).mapInArrow(_TableTask(pt, len(kept)), _output_schema(df, kept, fields))
+
+
+def _payload_type(value: PayloadType | int | str) -> PayloadType:
+    """A payload type with a reference schema, from the enum, its id or its name."""
+    try:
+        pt = PayloadType[value.upper()] if isinstance(value, str) else PayloadType(value)
+        spark_schema(pt)
+    except (KeyError, ValueError, OtapModelError):
+        known = ", ".join(p.name for p in PayloadType if p.value and p is not PayloadType.MULTIVARIATE_METRICS)
+        raise SparkJobError(f"decode_table: {value!r} is not a payload type with a table to decode; expected one of {known}") from None
+    return pt
+
+
+def _in_stream_order(df: DataFrame, kept: Sequence[str]) -> DataFrame:
+    """The (kept..., stream, sequence, otap) rows with an envelope, each stream in one partition in order."""
+    return (
         df.where("otap IS NOT NULL")
         .select(*kept, "stream", "sequence", "otap")
         .repartition("stream")
         .sortWithinPartitions("stream", "sequence")
     )
-    return ordered.mapInArrow(_DecodeTask(sig, len(kept)), _output_schema(df, kept, DECODED_FIELDS))
 
 
 @dataclass(frozen=True)
@@ -278,19 +322,18 @@ def _keep_names(keep: Sequence[str], where: str) -> list[str]:
     return list(dict.fromkeys(keep))
 
 
-def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str) -> dict[str, int]:
-    """Column positions by name, after checking that ``column`` is binary (OTLP protobuf) or string
-    (OTLP/JSON) and ``keep`` exists."""
+def _check_columns(df: DataFrame, column: str, keep: Sequence[str], where: str, *, requests: bool = True) -> dict[str, int]:
+    """Column positions by name, after checking that ``keep`` exists and ``column`` is binary or,
+    for OTLP ``requests`` (not envelopes), string (OTLP/JSON)."""
     from pyspark.sql.types import BinaryType, StringType
 
     fields = {f.name: f for f in df.schema.fields}
     if column not in fields:
         raise SparkJobError(f"{where}: no column {column!r}; the DataFrame has {sorted(fields)}")
-    if not isinstance(fields[column].dataType, BinaryType | StringType):
-        raise SparkJobError(
-            f"{where}: column {column!r} is {fields[column].dataType.simpleString()}, expected binary "
-            "(serialized OTLP export requests) or string (OTLP/JSON export requests)"
-        )
+    if not isinstance(fields[column].dataType, BinaryType | StringType if requests else BinaryType):
+        expected = ("binary (serialized OTLP export requests) or string (OTLP/JSON export requests)" if requests
+                    else "binary (OTAP envelopes)")
+        raise SparkJobError(f"{where}: column {column!r} is {fields[column].dataType.simpleString()}, expected {expected}")
     for name in keep:
         if name not in fields:
             raise SparkJobError(f"{where}: keep names {name!r}, which is not a column of {sorted(fields)}")
@@ -459,3 +502,36 @@ class _DecodeTask:
             columns = [*batch.columns[: self.kept], stream_column, sequence_column, pa.array(otlp, pa.binary())]
             schema = pa.schema([*batch.schema][: self.kept] + list(DECODED_FIELDS))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class _TableTask:
+    """Decodes ordered (kept..., stream, sequence, otap) rows, one ``Decoder`` per stream, and emits
+    the rows of one payload type's table in Spark's types."""
+
+    def __init__(self, payload_type: PayloadType, kept: int):
+        self.payload_type, self.kept = payload_type, kept
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        signal = signal_of(self.payload_type)
+        decoder, current = Decoder(signal), None
+        schema = None
+        for batch in batches:
+            if schema is None:
+                schema = pa.schema([*batch.schema][: self.kept + 2] + list(spark_schema(self.payload_type)))
+            streams, sequences = batch.column(self.kept).to_pylist(), batch.column(self.kept + 1).to_pylist()
+            for row, (stream, sequence, otap) in enumerate(zip(streams, sequences, batch.column(self.kept + 2).to_pylist(), strict=True)):
+                if stream != current:
+                    decoder, current = Decoder(signal), stream
+                try:
+                    bar = BatchArrowRecords.from_bytes(otap)
+                    if not bar.payloads and decoder.signal is None:
+                        continue  # a request without records: no table, and no signal to check
+                    table = decoder.decode(bar).get(self.payload_type)
+                    if table is None or table.num_rows == 0:
+                        continue
+                    rows = to_spark_types(table, self.payload_type)
+                except (OtapModelError, AdaptiveArrowError) as exc:
+                    raise SparkJobError(f"decode_table({self.payload_type.name}): stream {stream}, sequence {sequence}: {exc}") from None
+                repeat = pa.array([row] * rows.num_rows, pa.int64())
+                prefix = [column.take(repeat) for column in batch.columns[: self.kept + 2]]
+                yield pa.RecordBatch.from_arrays([*prefix, *rows.columns], schema=schema)

@@ -313,3 +313,57 @@ def test_requests_without_records_decode_in_spark_and_on_the_driver(spark) -> No
     got = {row.kept["request"]: to_otlp(decoder.decode(row.otap)) for row, decoder in stream_decoders(rows, "logs")}
     assert got[1].SerializeToString() == got[3].SerializeToString() == b""
     assert canonical_order(got[2]) == _canonical("logs", good[0])
+
+
+@pytest.mark.parametrize(("signal", "tables"), [
+    ("logs", ["LOGS", "LOG_ATTRS", "RESOURCE_ATTRS"]),
+    ("traces", ["SPANS", "SPAN_EVENTS", "SPAN_LINKS"]),
+    ("metrics", ["UNIVARIATE_METRICS", "HISTOGRAM_DATA_POINTS", "EXP_HISTOGRAM_DATA_POINTS"]),
+])
+def test_decode_table_gives_every_row_of_a_table_in_spark_types(spark, signal: str, tables: list[str]) -> None:
+    """Each envelope's table, in Spark, equals what the stream's own decoder gives on the driver
+    cast to spark_schema (values unchanged: uint64 counts, fixed-size ids, nanosecond times)."""
+    from adaptive_arrow.spark import decode_table
+    from adaptive_arrow.spark_types import to_spark_types
+    from otap_model import PayloadType
+
+    requests = _requests(signal, 2_000, 500, seed=8)
+    encoded = encode_otlp(_frame(spark, requests), signal, keep=["request"]).cache()
+    local: dict[str, dict[tuple[int, int], list[dict]]] = {name: {} for name in tables}
+    for row, decoder in stream_decoders(list(collect_streams(encoded))):
+        bundle = decoder.decode(row.otap)
+        for name in tables:
+            table = bundle.get(PayloadType[name])
+            if table is not None and table.num_rows:
+                local[name][(row.stream, row.sequence)] = to_spark_types(table, PayloadType[name]).to_pylist()
+    for name in tables:
+        assert local[name], f"the generator made no {name} rows; pick another table"
+        got = decode_table(encoded, name, keep=["request"]).toArrow()
+        assert got.column_names == ["request", "stream", "sequence", *spark_schema_names(name)]
+        rows: dict[tuple[int, int], list[dict]] = {}
+        for record in got.to_pylist():
+            key = (record.pop("stream"), record.pop("sequence"))
+            record.pop("request")
+            rows.setdefault(key, []).append(record)
+        assert rows == local[name]
+    encoded.unpersist()
+
+
+def spark_schema_names(name: str) -> list[str]:
+    from adaptive_arrow.spark_types import spark_schema
+    from otap_model import PayloadType
+
+    return spark_schema(PayloadType[name]).names
+
+
+def test_decode_table_refuses_what_has_no_table_and_names_a_wrong_signal(spark) -> None:
+    from adaptive_arrow.spark import decode_table
+
+    encoded = encode_otlp(_frame(spark, _requests("logs", 500, 500)), "logs")
+    for value in ("nope", 25, 0):
+        with pytest.raises(SparkJobError, match=rf"^decode_table: {re.escape(repr(value))} is not a payload type with a table to decode; expected one of RESOURCE_ATTRS, "):
+            decode_table(encoded, value)
+    with pytest.raises(PythonException, match=r"decode_table\(SPANS\): stream \d+, sequence 0: "):
+        decode_table(encoded, "spans").collect()
+    with pytest.raises(SparkJobError, match=r"^decode_table: column 'otap' is string, expected binary \(OTAP envelopes\)$"):
+        decode_table(encoded.withColumn("otap", encoded.error), "logs")
