@@ -24,6 +24,9 @@ HARNESSES = [
 
 
 def main() -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     failed = []
     for title, module_args in HARNESSES:
         print(f"\n===== {title}: python -m {' '.join(module_args)}", flush=True)

@@ -778,3 +778,16 @@ def test_random_bytes_as_an_input_file_raise_input_error(data: bytes) -> None:
                 pass
         except InputError as exc:
             assert str(exc).startswith(name)
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc/self/mem (reading it at 0 fails with EIO)")
+def test_a_read_error_names_the_input_not_the_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: 'adaptive-arrow encode: --out y.otap: cannot write: Input/output error' (a read error
+    carries no file name, and the handler took it for the output's) and 'bench: None: cannot read'."""
+    first = _requests(tmp_path, "logs.json", 1)[0]
+    out = tmp_path / "y.otap"
+    code, _, err = _run(["encode", str(first), "/proc/self/mem", "--out", str(out)], capsys)
+    assert (code, err) == (1, "adaptive-arrow encode: /proc/self/mem: Input/output error\n")
+    assert not out.exists() and list(tmp_path.glob("y.otap*")) == []
+    code = main(["bench", "/proc/self/mem", "--no-generator", "--no-samples", "--out", str(tmp_path / "b")])
+    assert (code, capsys.readouterr().err) == (1, "adaptive-arrow bench: /proc/self/mem: cannot read: Input/output error\n")

@@ -109,13 +109,13 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
     from otap_model import to_otlp
     from otap_model.otlp.decode import REQUEST_TYPES
 
-    from .inputs import InputError, check_files, to_bundles
+    from .inputs import InputError, check_files, read_input, to_bundles
 
     try:
         check_files(paths)
         out = []
         for path, name in input_names(paths):
-            data = path.read_bytes()
+            data = read_input(path)
             if not data.strip():
                 raise InputError(f"{path}: the file is empty: no records to measure")
             # protobuf requests are measured as they are; JSON ones as the protobuf request they convert

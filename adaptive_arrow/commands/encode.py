@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ..encoder import Encoder
     from ..envelope_file import write_envelopes
     from ..errors import AdaptiveArrowError
-    from .inputs import to_bundles
+    from .inputs import read_input, to_bundles
 
     try:
         check_files(args.files)
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                                                   disable=args.quiet or not console.is_terminal) as progress:
             task = progress.add_task("encode", total=len(args.files))
             for current in args.files:
-                data = current.read_bytes()
+                data = read_input(current)
                 read += len(data)
                 for _, bundle in to_bundles(current, data, args.input_format, signal):
                     signal = bundle.signal.value

@@ -81,6 +81,17 @@ def check_files(paths: list[Path]) -> None:
             raise InputError(f"{path}: not a regular file" + (" (a directory)" if path.is_dir() else ""))
 
 
+def read_input(path: Path) -> bytes:
+    """The file's bytes. An OSError from reading (not opening) carries no file name of its own;
+    it gets this one, so the message names the input and not the output."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def _first(data: bytes) -> bytes:
     stripped = data.lstrip(b" \t\r\n\xef\xbb\xbf")
     return stripped[:1]
