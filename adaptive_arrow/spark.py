@@ -15,6 +15,7 @@ pyspark is imported lazily: ``import adaptive_arrow`` never needs it. Install th
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -237,14 +238,48 @@ def decode_table(df: DataFrame, payload_type: PayloadType | int | str, *, keep: 
     return _in_stream_order(df, kept).mapInArrow(_TableTask(pt, len(kept)), _output_schema(df, kept, fields))
 
 
-def _payload_type(value: PayloadType | int | str) -> PayloadType:
+STORE_TABLE_FIELDS = (
+    pa.field("core", pa.int32(), nullable=False),  # N of the store root/core_N
+    pa.field("bundle", pa.int64(), nullable=False),  # position of the bundle in its store, from 0
+    pa.field("segment_seq", pa.int64()),  # where the bundle is; null for one only the WAL holds yet
+    pa.field("bundle_index", pa.int32()),
+)
+
+
+def store_table(spark: SparkSession, root: str | os.PathLike[str], payload_type: PayloadType | int | str) -> DataFrame:
+    """One OTAP table of every bundle in the stores ``ingest_otlp`` wrote under ``root``
+    (``core_0/``, ``core_1/``, ...), as Spark rows: ``STORE_TABLE_FIELDS``, then the columns of
+    ``spark_types.spark_schema(payload_type)``, as decode_table gives them.
+
+    One task per store reads it without opening it (``quiver_store.offline``: no lock, nothing
+    written, so a store being written is read as far as it is durable): its finalized segments in
+    order, then the acknowledged bundles only its WAL holds. ``bundle`` numbers them as
+    ``adaptive-arrow decode STORE`` numbers its files; ids are unique within one bundle, so tables
+    join on ``(core, bundle, id)``. Bundles of another signal (a store may hold several) add no
+    rows. A damaged segment or WAL fails the job naming the file and offset rather than return
+    part of a store.
+    """
+    pt = _payload_type(payload_type, "store_table")
+    if not isinstance(root, str | os.PathLike) or not os.fspath(root):
+        raise SparkJobError(f"store_table: root must be a non-empty str or os.PathLike directory, got {root!r}")
+    base = os.fsdecode(root)
+    cores = sorted(int(n[5:]) for n in (os.listdir(base) if os.path.isdir(base) else ()) if re.fullmatch(r"core_\d+", n))
+    if not cores:
+        raise SparkJobError(f"store_table: {base} holds no per-partition stores (core_0/, core_1/, ... as ingest_otlp writes them)")
+    paths = pa.table({"core": pa.array(cores, pa.int32()), "path": [core_path(base, c) for c in cores]})
+    stores = spark.createDataFrame(paths).repartition(len(cores), "core")
+    fields = (*STORE_TABLE_FIELDS, *spark_schema(pt))
+    return stores.mapInArrow(_StoreTableTask(pt), _output_schema(stores, [], fields))
+
+
+def _payload_type(value: PayloadType | int | str, where: str = "decode_table") -> PayloadType:
     """A payload type with a reference schema, from the enum, its id or its name."""
     try:
         pt = PayloadType[value.upper()] if isinstance(value, str) else PayloadType(value)
         spark_schema(pt)
     except (KeyError, ValueError, OtapModelError):
         known = ", ".join(p.name for p in PayloadType if p.value and p is not PayloadType.MULTIVARIATE_METRICS)
-        raise SparkJobError(f"decode_table: {value!r} is not a payload type with a table to decode; expected one of {known}") from None
+        raise SparkJobError(f"{where}: {value!r} is not a payload type with a table to decode; expected one of {known}") from None
     return pt
 
 
@@ -535,3 +570,38 @@ class _TableTask:
                 repeat = pa.array([row] * rows.num_rows, pa.int64())
                 prefix = [column.take(repeat) for column in batch.columns[: self.kept + 2]]
                 yield pa.RecordBatch.from_arrays([*prefix, *rows.columns], schema=schema)
+
+
+class _StoreTableTask:
+    """Reads the stores of its (core, path) rows offline and emits one payload type's rows."""
+
+    def __init__(self, payload_type: PayloadType):
+        self.payload_type = payload_type
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from quiver_store import PROGRESS_SLOT, QuiverError
+        from quiver_store.offline import StoredBundles
+
+        schema = pa.schema([*STORE_TABLE_FIELDS, *spark_schema(self.payload_type)])
+        decoder = Decoder()
+        for batch in batches:
+            for core, path in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                where = f"store_table({self.payload_type.name}): store {path}"
+                try:
+                    stored = StoredBundles(path)
+                    for number, item in enumerate(stored):
+                        if set(item.bundle.slots) <= {PROGRESS_SLOT}:
+                            continue  # only a producer-progress record: input without records
+                        table = decoder.decode_records(item.bundle).get(self.payload_type)
+                        if table is None or table.num_rows == 0:
+                            continue
+                        rows = to_spark_types(table, self.payload_type)
+                        prefix = [pa.array([value] * rows.num_rows, f.type) for value, f in
+                                  zip((core, number, item.segment_seq, item.bundle_index), STORE_TABLE_FIELDS, strict=True)]
+                        yield pa.RecordBatch.from_arrays([*prefix, *rows.columns], schema=schema)
+                except (QuiverError, OtapModelError, AdaptiveArrowError) as exc:
+                    raise SparkJobError(f"{where}: {exc}") from None
+                damage = stored.wal_error or stored.wal_damage
+                if damage is not None:
+                    raise SparkJobError(f"{where}: its WAL {'could not be read' if stored.wal_error else 'is damaged'} ({damage}); "
+                                        f"see quiver verify {path}")

@@ -367,3 +367,49 @@ def test_decode_table_refuses_what_has_no_table_and_names_a_wrong_signal(spark) 
         decode_table(encoded, "spans").collect()
     with pytest.raises(SparkJobError, match=r"^decode_table: column 'otap' is string, expected binary \(OTAP envelopes\)$"):
         decode_table(encoded.withColumn("otap", encoded.error), "logs")
+
+
+def test_store_table_reads_the_stores_ingest_otlp_wrote(spark, tmp_path) -> None:
+    """Every row of the table in the per-partition stores, in Spark types, equal to the store's
+    bundles decoded on the driver (numbered as `adaptive-arrow decode STORE` numbers them), and
+    LOG_ATTRS joins LOGS on (core, bundle, id)."""
+    from adaptive_arrow.spark import store_table
+    from adaptive_arrow.spark_types import to_spark_types
+    from otap_model import PayloadType
+    from quiver_store.offline import StoredBundles
+
+    requests = _requests("logs", 3_000, 500, seed=12)
+    summary = ingest_otlp(_frame(spark, requests), "logs", tmp_path, job_id="t").collect()
+    assert sum(r.bundles for r in summary) == len(requests)
+    for name in ("LOGS", "LOG_ATTRS"):
+        local: dict[tuple[int, int], list[dict]] = {}
+        for row in summary:
+            for number, item in enumerate(StoredBundles(row.store)):
+                table = Decoder().decode_records(item.bundle).get(PayloadType[name])
+                if table is not None and table.num_rows:
+                    local[(row.partition, number)] = to_spark_types(table, PayloadType[name]).to_pylist()
+        got: dict[tuple[int, int], list[dict]] = {}
+        for record in store_table(spark, tmp_path, name).toArrow().to_pylist():
+            key = (record.pop("core"), record.pop("bundle"))
+            assert record.pop("segment_seq") is not None and record.pop("bundle_index") is not None
+            got.setdefault(key, []).append(record)
+        assert got == local and len(got) == len(requests)
+    logs, attrs = store_table(spark, tmp_path, "LOGS"), store_table(spark, tmp_path, "LOG_ATTRS")
+    joined = attrs.join(logs, (attrs.core == logs.core) & (attrs.bundle == logs.bundle) & (attrs.parent_id == logs.id))
+    assert joined.count() == attrs.count()  # every attribute row has its log record
+
+
+def test_store_table_refuses_a_root_without_stores_and_names_a_damaged_one(spark, tmp_path) -> None:
+    from adaptive_arrow.spark import store_table
+
+    with pytest.raises(SparkJobError, match=rf"^store_table: {re.escape(str(tmp_path))} holds no per-partition stores "):
+        store_table(spark, tmp_path, "LOGS")
+    with pytest.raises(SparkJobError, match=r"^store_table: 'SPAN' is not a payload type with a table to decode"):
+        store_table(spark, tmp_path, "SPAN")
+    ingest_otlp(_frame(spark, _requests("logs", 1_000, 500)).coalesce(1), "logs", tmp_path).collect()
+    (segment,) = (tmp_path / "core_0" / "segments").glob("*.qseg")
+    data = bytearray(segment.read_bytes())
+    data[200] ^= 0xFF  # inside the first stream's Arrow bytes
+    segment.write_bytes(bytes(data))
+    with pytest.raises(PythonException, match=r"store_table\(LOGS\): store .*core_0: .*qseg"):
+        store_table(spark, tmp_path, "LOGS").collect()
