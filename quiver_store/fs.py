@@ -11,6 +11,7 @@ import errno
 import fcntl
 import mmap
 import os
+import stat
 
 
 class FileSystem:
@@ -18,7 +19,16 @@ class FileSystem:
 
     # -- files -------------------------------------------------------------------------------
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+        """A descriptor of a regular file or directory. O_NONBLOCK (no effect on those) keeps a
+        FIFO in a store's place from blocking the open forever; such a file, a device or a socket
+        raises OSError naming it."""
+        fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+        kind = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(kind) or stat.S_ISDIR(kind)):
+            os.close(fd)
+            what = "a FIFO" if stat.S_ISFIFO(kind) else "a socket" if stat.S_ISSOCK(kind) else "a device"
+            raise OSError(errno.EINVAL, f"not a regular file ({what})", path)
+        return fd
 
     def close(self, fd: int) -> None:
         os.close(fd)

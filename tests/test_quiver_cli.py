@@ -12,6 +12,7 @@ import pytest
 
 from quiver_store import (
     CorruptionError,
+    QuiverError,
     QuiverStore,
     RecordBundle,
     SegmentConfig,
@@ -596,3 +597,40 @@ def test_a_store_held_by_another_process_is_noted(tmp_path, capsys):
     assert writer.returncode == 0
     assert main(["verify", str(tmp_path)]) == 0
     assert capsys.readouterr().err == ""
+
+
+FIFO_PLACES = ["wal/quiver.wal", "wal/truncate.offset", "segments/0000000000000000.qseg", "segments/next.seq", "ack.log",
+               "ack.checkpoint"]
+
+
+@pytest.mark.parametrize("place", FIFO_PLACES)
+def test_a_fifo_in_a_stores_place_is_refused_not_waited_on(tmp_path, place):
+    """Was: every reader opened it and waited for a writer forever. Each command runs in its own
+    process under a timeout, so a hang fails the test instead of stopping the run."""
+    import subprocess
+    import sys
+
+    with QuiverStore.open(tmp_path / "s", QUIET) as store:
+        sub = store.subscribe("a")
+        for i in range(3):
+            store.ingest(bundle(i))
+        store.flush()
+        sub.next(timeout=0).ack()  # one of three: the segment stays, the ack log has a record
+    target = tmp_path / "s" / place
+    assert target.is_file()
+    target.unlink()
+    os.mkfifo(target)
+    for command in (["quiver", "inspect"], ["quiver", "verify"], ["quiver", "replay"], ["quiver", "dump"],
+                    ["adaptive-arrow", "decode", "--out", str(tmp_path / "d")]):
+        module = "quiver_store.cli" if command[0] == "quiver" else "adaptive_arrow.cli"
+        args = [*command[1:2], str(tmp_path / "s"), *command[2:]]
+        done = subprocess.run([sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())", *args],
+                              capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in done.stderr, (command, done.stderr)
+        if "not a regular file (a FIFO)" in done.stderr:  # one line naming it (replay: a note, it reads no segment)
+            assert done.stderr.count("\n") == 1 and place in done.stderr, (command, done.stderr)
+            assert done.returncode != 0 or command[1] == "replay", (command, done.returncode)
+        if command[1] == "verify":
+            assert done.returncode != 0, done.stdout
+    with pytest.raises(QuiverError, match="not a regular file"):
+        QuiverStore.open(tmp_path / "s", QUIET).close()
