@@ -791,3 +791,52 @@ def test_a_read_error_names_the_input_not_the_output(tmp_path: Path, capsys: pyt
     assert not out.exists() and list(tmp_path.glob("y.otap*")) == []
     code = main(["bench", "/proc/self/mem", "--no-generator", "--no-samples", "--out", str(tmp_path / "b")])
     assert (code, capsys.readouterr().err) == (1, "adaptive-arrow bench: /proc/self/mem: cannot read: Input/output error\n")
+
+
+class _Unwritable(io.StringIO):
+    """A standard output whose writes fail as a full disk or a closed pipe makes them fail."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+@pytest.mark.parametrize("command", ["encode", "decode", "generate"])
+def test_an_unwritable_standard_output_is_one_line_or_quiet_for_a_closed_pipe(
+        tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a traceback ending in 'OSError: [Errno 28] No space left on device' (`> /dev/full`) or
+    BrokenPipeError (`| head -c1`) from the summary line. Now one line naming standard output,
+    exit 1; a closed pipe ends quietly with 141, as the quiver commands do."""
+    import errno
+    import sys
+
+    source = _requests(tmp_path, "logs.json", 1)[0]
+    assert main(["encode", str(source), "--out", str(tmp_path / "x.otap"), "--quiet"]) == 0
+    argv = {"encode": ["encode", str(source), "--out", str(tmp_path / "y.otap"), "--quiet"],
+            "decode": ["decode", str(tmp_path / "x.otap"), "--out", str(tmp_path / "d"), "--overwrite"],
+            "generate": ["generate", "--signal", "logs", "--count", "10", "--batch-size", "10",
+                         "--out", str(tmp_path / "g"), "--overwrite"]}[command]
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdout", _Unwritable(OSError(errno.ENOSPC, "No space left on device")))
+    assert (main(argv), capsys.readouterr().err) == (
+        1, f"adaptive-arrow {command}: cannot write standard output: No space left on device\n")
+    monkeypatch.setattr(sys, "stdout", _Unwritable(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    assert (main(argv), capsys.readouterr().err) == (141, "")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_standard_output_warns_nothing_more_at_exit(tmp_path: Path) -> None:
+    """What the summary left in stdout's buffer must not fail again when the interpreter flushes it
+    at exit ('Exception ignored ... OSError' and exit status 120)."""
+    import subprocess
+    import sys
+
+    source = _requests(tmp_path, "logs.json", 1)[0]
+    script = "import sys; from adaptive_arrow.cli import main; sys.exit(main(sys.argv[1:]))"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", script, "encode", str(source), "--out", str(tmp_path / "y.otap"),
+                               "--quiet"], stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert (done.returncode, done.stderr) == (1, "adaptive-arrow encode: cannot write standard output: No space left on device\n")
