@@ -840,3 +840,22 @@ def test_a_full_standard_output_warns_nothing_more_at_exit(tmp_path: Path) -> No
         done = subprocess.run([sys.executable, "-c", script, "encode", str(source), "--out", str(tmp_path / "y.otap"),
                                "--quiet"], stdout=full, stderr=subprocess.PIPE, text=True, check=False)
     assert (done.returncode, done.stderr) == (1, "adaptive-arrow encode: cannot write standard output: No space left on device\n")
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["generate", "--signal", "logs", "--count", "10", "--out", ""], "--out"),
+    (["decode", "x.otap", "--out", ""], "--out"),
+    (["encode", "x.pb", "--out", ""], "--out"),
+    (["pipeline", "--store", ""], "--store"),
+    (["bench", "--out", ""], "--out"),
+])
+def test_an_empty_output_path_is_refused(tmp_path: Path, argv: list[str], option: str,
+                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `--out ''` became Path('.'), so generate and bench wrote into the current directory and
+    pipeline took it for --store '.'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"adaptive-arrow {argv[0]}: error: argument {option}: empty path"
+    assert list(tmp_path.iterdir()) == []

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .inputs import add_format_argument
+from .outputs import nonempty_path
 
 DEFAULT_OUT = Path("bench-out")
 PLOT = re.compile(r"compression-[^/]+\.png")
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
     parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
                         help="sort orders of the sorted runs: the transport's own or the Rust reference orders")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=nonempty_path, default=DEFAULT_OUT,
                         help="output directory, created if missing; results.csv, results.json and the plots are "
                              "rewritten, and the plots an earlier run's results.json names that this run does not "
                              "write are deleted (no other file)")

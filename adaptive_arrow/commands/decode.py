@@ -37,7 +37,7 @@ SUFFIXES = {"otlp-proto": ".pb", "otlp-json": ".json"}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", type=Path,
                         help="OTAP envelope file written by `adaptive-arrow encode`, or a Quiver store directory of OTAP records")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the OTLP files (created if missing)")
+    parser.add_argument("--out", required=True, type=outputs.nonempty_path, help="directory for the OTLP files (created if missing)")
     parser.add_argument("--output-format", choices=list(SUFFIXES), default="otlp-proto",
                         help="otlp-proto: <index>.pb files; otlp-json: <index>.json files, each one line of OTLP/JSON")
     parser.add_argument("--overwrite", action="store_true",

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from .inputs import InputError, add_format_argument, check_files
+from .outputs import nonempty_path
 
 NAME = "adaptive-arrow encode"
 
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "frame (Collector file-exporter output)")
     parser.add_argument("--signal", choices=["logs", "traces", "metrics"],
                         help="signal of the requests (default: that of the first file; every file must hold it)")
-    parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file (must not be an input)")
+    parser.add_argument("--out", required=True, type=nonempty_path, help="output OTAP envelope file (must not be an input)")
     add_format_argument(parser)
     parser.add_argument("--compression", choices=["none", "zstd"], default="zstd", help="Arrow IPC body compression")
     parser.add_argument("--no-sort", action="store_true", help="skip sorting and delta-encoded ids")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rich.console import Console
 
@@ -19,12 +18,13 @@ from otap_model import Signal
 from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 
 from .generate import option_message
+from .outputs import nonempty_path
 
 NAME = "adaptive-arrow pipeline"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, type=Path,
+    parser.add_argument("--store", required=True, type=nonempty_path,
                         help="store directory: an existing store, an empty directory, or a new one (created)")
     parser.add_argument("--signal", action="append", choices=[s.value for s in Signal],
                         help="signal to run (repeatable, a repeated one runs once; default: all three)")
