@@ -859,3 +859,31 @@ def test_an_empty_output_path_is_refused(tmp_path: Path, argv: list[str], option
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"adaptive-arrow {argv[0]}: error: argument {option}: empty path"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_out_that_is_an_input_under_another_name_names_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '--out in-0.pb is one of the inputs' for --out hl.pb (a hard link to it), and '--out
+    sl.pb is one of the inputs' for --out in-0.pb with input sl.pb (a symbolic link to it): the
+    message showed the input's name as --out."""
+    (source,) = _requests(tmp_path, "logs.json", 1)
+    hard, soft = tmp_path / "hl.pb", tmp_path / "sl.pb"
+    hard.hardlink_to(source)
+    soft.symlink_to(source)
+    before = source.read_bytes()
+    code, _, err = _run(["encode", str(source), "--out", str(hard)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {hard} is the same file as input {source}; "
+                              "choose another output file\n")
+    code, _, err = _run(["encode", str(soft), "--out", str(source)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {source} is the same file as input {soft}; "
+                              "choose another output file\n")
+    assert source.read_bytes() == before and not list(tmp_path.glob("*.tmp"))
+
+
+def test_out_ending_with_a_slash_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: exit 0 and a regular file named in-0.pb.d (Path() drops the slash)."""
+    (source,) = _requests(tmp_path, "logs.json", 1)
+    out = f"{source}.d/"
+    code, _, err = _run(["encode", str(source), "--out", out], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {out}: ends with a slash, which names a directory; "
+                              "name the output file\n")
+    assert not Path(out).exists()
