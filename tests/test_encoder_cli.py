@@ -887,3 +887,22 @@ def test_out_ending_with_a_slash_is_refused(tmp_path: Path, capsys: pytest.Captu
     assert (code, err) == (2, f"adaptive-arrow encode: --out {out}: ends with a slash, which names a directory; "
                               "name the output file\n")
     assert not Path(out).exists()
+
+
+def test_decode_refuses_an_out_inside_the_store_it_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `decode S --out S/wal` wrote its .pb files among the store's own files."""
+    import pyarrow as pa
+
+    from quiver_store import QuiverStore, RecordBundle
+
+    store = tmp_path / "s"
+    with QuiverStore.open(store) as opened:
+        opened.ingest(RecordBundle({5: pa.record_batch({"x": [1]})}))
+    (tmp_path / "link").symlink_to(store)
+    before = sorted(store.rglob("*"))
+    for out, where in ((store / "wal", "inside the store"), (store / "new" / "d", "inside the store"),
+                       (tmp_path / "link" / "segments", "inside the store"), (store, "the store")):
+        code, _, err = _run(["decode", str(store), "--out", str(out)], capsys)
+        assert (code, err) == (2, f"adaptive-arrow decode: --out {out} is {where} {store} being read; "
+                                  "choose a directory outside it\n")
+    assert sorted(store.rglob("*")) == before
