@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except QuiverError as exc:
         print(f"{NAME}: --store {args.store}: {exc}", file=sys.stderr)
-        return 2
+        return 1 if getattr(exc, "errno", None) is not None else 2  # the disk failed (I/O), or the store was refused
     except AdaptiveArrowError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
         return 2
