@@ -906,3 +906,14 @@ def test_decode_refuses_an_out_inside_the_store_it_reads(tmp_path: Path, capsys:
         assert (code, err) == (2, f"adaptive-arrow decode: --out {out} is {where} {store} being read; "
                                   "choose a directory outside it\n")
     assert sorted(store.rglob("*")) == before
+
+
+def test_a_json_request_of_several_signals_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: 'cannot infer the signal: expected exactly one of resourceLogs, resourceSpans,
+    resourceMetrics; pass signal=' (a Python keyword, and --signal would not help)."""
+    both = tmp_path / "dupkey.json"
+    both.write_text('{"resourceLogs": [], "resourceSpans": []}\n')
+    for signal in ([], ["--signal", "logs"]):
+        code, _, err = _run(["encode", str(both), *signal, "--out", str(tmp_path / "dk.otap")], capsys)
+        assert (code, err) == (2, f"adaptive-arrow encode: {both} (read as OTLP/JSON): the request holds several "
+                                  "signals (resourceLogs, resourceSpans); an OTLP request holds one\n")

@@ -110,7 +110,7 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
     from otap_model import to_otlp
     from otap_model.otlp.decode import REQUEST_TYPES
 
-    from .inputs import InputError, check_files, read_input, to_bundles
+    from .inputs import InputError, UnknownSignal, check_files, read_input, to_bundles
 
     try:
         check_files(paths)
@@ -131,7 +131,7 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
                 raise InputError(f"{path}: the request holds no records: nothing to measure")
             out.append(dataset)
     except InputError as exc:
-        raise ArgumentError(str(exc)) from None
+        raise ArgumentError(f"{exc}; nothing to measure" if isinstance(exc, UnknownSignal) else str(exc)) from None
     return out
 
 

@@ -21,7 +21,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from .inputs import InputError, add_format_argument, check_files
+from .inputs import InputError, UnknownSignal, add_format_argument, check_files
 from .outputs import nonempty
 
 NAME = "adaptive-arrow encode"
@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         inferred = args.signal is None and current != args.files[0]
         origin = f" (every file must hold {signal}, the signal of the first one, {args.files[0]})" if inferred else ""
-        print(f"{NAME}: {exc}{origin}", file=sys.stderr)
+        hint = "; pass --signal" if isinstance(exc, UnknownSignal) else ""
+        print(f"{NAME}: {exc}{hint}{origin}", file=sys.stderr)
         return 2
     except (OtapModelError, AdaptiveArrowError) as exc:
         print(f"{NAME}: {current}: {exc}", file=sys.stderr)
