@@ -917,3 +917,37 @@ def test_a_json_request_of_several_signals_says_so(tmp_path: Path, capsys: pytes
         code, _, err = _run(["encode", str(both), *signal, "--out", str(tmp_path / "dk.otap")], capsys)
         assert (code, err) == (2, f"adaptive-arrow encode: {both} (read as OTLP/JSON): the request holds several "
                                   "signals (resourceLogs, resourceSpans); an OTLP request holds one\n")
+
+
+@pytest.mark.parametrize(("master", "message"), [
+    ("bogus://x", "expected local, local[N], local[*], yarn, spark://HOST:PORT or k8s://URL"),
+    ("local[0]", "expected local[N] or local[*] (N >= 1 task slots)"),
+    ("local[two]", "expected local[N] or local[*] (N >= 1 task slots)"),
+    ("localhost", "expected local, local[N] or local[*]"),
+])
+def test_pipeline_refuses_a_spark_master_before_spark_starts(tmp_path: Path, master: str, message: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a traceback, after Spark's JVM started, ending in PySparkRuntimeError [JAVA_GATEWAY_EXITED]
+    (bogus://x) or Py4JJavaError 'Asked to run locally with 0 threads' (local[0]), exit 1."""
+    store = tmp_path / "store"
+    argv = ["pipeline", "--store", str(store), "--signal", "logs", "--count", "10", "--batch-size", "10", "--spark", master]
+    assert _run(argv, capsys)[::2] == (2, f"adaptive-arrow pipeline: --spark: master {master!r}: {message}\n")
+    assert not store.exists()
+
+
+def test_pipeline_reports_a_spark_that_does_not_start_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A master of the right form may still fail to start (no such cluster): one line, not a traceback."""
+    pytest.importorskip("pyspark")
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    def gateway_exited(self: object) -> None:
+        raise PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", gateway_exited)
+    argv = ["pipeline", "--store", str(tmp_path / "s"), "--signal", "logs", "--count", "10", "--batch-size", "10",
+            "--spark", "spark://127.0.0.1:7077"]
+    assert _run(argv, capsys)[::2] == (2, "adaptive-arrow pipeline: --spark: master 'spark://127.0.0.1:7077': Spark did "
+                                          "not start: [JAVA_GATEWAY_EXITED] Java gateway process exited before sending "
+                                          "its port number.\n")
