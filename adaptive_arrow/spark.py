@@ -92,8 +92,12 @@ SESSION_DEFAULTS = {
 def spark_session(master: str = "local[2]", app_name: str = "adaptive-arrow", **conf: str) -> SparkSession:
     """A SparkSession set up for this package: workers run this interpreter (so they import the
     same pyarrow and adaptive_arrow), Arrow output is validated against the declared schema, and
-    in local mode shuffles use as many partitions as local cores. ``conf`` overrides any setting."""
+    in local mode shuffles use as many partitions as local cores. ``conf`` overrides any setting.
+    SparkJobError for a master Spark refuses (check_master) or when Spark does not start."""
+    check_master(master)
     try:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
         from pyspark.sql import SparkSession
     except ImportError:
         raise SparkJobError("pyspark is not installed; install the project's 'spark' extra") from None
@@ -107,7 +111,22 @@ def spark_session(master: str = "local[2]", app_name: str = "adaptive-arrow", **
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    try:
+        return builder.getOrCreate()
+    except (PySparkException, Py4JError) as exc:  # the JVM's own report, if any, is on stderr above
+        java = getattr(exc, "java_exception", None)  # Py4JJavaError: the Java exception says why
+        reason = (str(java) if java is not None else str(exc)).strip().splitlines()[0]
+        raise SparkJobError(f"master {master!r}: Spark did not start: {reason}") from exc
+
+
+def check_master(master: str) -> None:
+    """SparkJobError for a master Spark would refuse only after starting a JVM (seconds, and a Java
+    stack trace): spark-submit takes yarn and masters starting with spark, k8s or local, and of the
+    local ones local, local[N], local[N,F], local[*] and local-cluster[...] (N >= 1)."""
+    if not (master == "yarn" or master.startswith(("spark", "k8s", "local"))):
+        raise SparkJobError(f"master {master!r}: expected local, local[N], local[*], yarn, spark://HOST:PORT or k8s://URL")
+    if master.startswith("local") and not master.startswith("local-cluster[") and local_cores(master) is None:
+        raise SparkJobError(f"master {master!r}: expected local, local[N] or local[*]")
 
 
 def local_cores(master: str) -> int | None:
@@ -120,10 +139,9 @@ def local_cores(master: str) -> int | None:
     slots = master[len("local[") : -1].split(",")[0].strip()
     if slots == "*":
         return os.cpu_count() or 1
-    try:
-        return max(1, int(slots))
-    except ValueError:
-        raise SparkJobError(f"master {master!r}: expected local[N] or local[*]") from None
+    if not slots.isdigit() or int(slots) < 1:  # Spark: "Asked to run locally with 0 threads"
+        raise SparkJobError(f"master {master!r}: expected local[N] or local[*] (N >= 1 task slots)")
+    return int(slots)
 
 
 def encode_otlp(

@@ -41,6 +41,7 @@ from .presence import (
 from .segment.info import SegmentInfo
 from .segment.reader import SegmentReader
 from .segment.schema_view import check_slot_streams, representative_schema, slot_schema
+from .stdout import SIGPIPE_EXIT, discard_stdout
 from .store_dir import check_store_dir
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
@@ -440,18 +441,6 @@ def _stderr() -> Console:
 
 
 INTERRUPTED_EXIT = 128 + 2  # what a shell reports for a command Ctrl-C (SIGINT) ended
-SIGPIPE_EXIT = 128 + 13  # what a shell reports for a command SIGPIPE ended (`set -o pipefail` sees it)
-
-
-def _discard_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's flush at exit meets no closed pipe either."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):  # not a real file (tests capture it)
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -479,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args, console, DEFAULT_FS)
     except BrokenPipeError:  # the reader went away (`quiver dump ... | head`): stop quietly, as cat does
-        _discard_stdout()
+        discard_stdout()
         return SIGPIPE_EXIT
     except KeyboardInterrupt:  # Ctrl-C: the commands only read, so there is nothing to undo
         _stderr().print(f"quiver {args.command}: interrupted")

@@ -278,3 +278,20 @@ def test_help_says_how_inputs_are_named(capsys: pytest.CaptureFixture[str]) -> N
         main(["bench", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(a/x.json and b/x.json: file/a/x.json and file/b/x.json); a file given twice is measured once" in text
+
+
+def test_an_input_without_records_or_signal_does_not_ask_for_a_missing_option(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '... an empty request holds no records to tell its signal by; pass --signal', an option
+    bench does not have; and for an OTLP/JSON request of two signals '...; pass signal=', a Python
+    keyword."""
+    empty, both = tmp_path / "empty.json", tmp_path / "both.json"
+    empty.write_text("{}\n")
+    both.write_text('{"resourceLogs": [], "resourceSpans": []}\n')
+    out = ["--out", str(tmp_path / "o")]
+    assert _bench([str(empty), *OFF, *out], capsys) == (
+        2, f"adaptive-arrow bench: {empty} (read as OTLP/JSON): an empty request holds no records to tell its signal "
+           "by; nothing to measure\n")
+    assert _bench([str(both), *OFF, *out], capsys) == (
+        2, f"adaptive-arrow bench: {both} (read as OTLP/JSON): the request holds several signals (resourceLogs, "
+           "resourceSpans); an OTLP request holds one\n")

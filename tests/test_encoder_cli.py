@@ -791,3 +791,163 @@ def test_a_read_error_names_the_input_not_the_output(tmp_path: Path, capsys: pyt
     assert not out.exists() and list(tmp_path.glob("y.otap*")) == []
     code = main(["bench", "/proc/self/mem", "--no-generator", "--no-samples", "--out", str(tmp_path / "b")])
     assert (code, capsys.readouterr().err) == (1, "adaptive-arrow bench: /proc/self/mem: cannot read: Input/output error\n")
+
+
+class _Unwritable(io.StringIO):
+    """A standard output whose writes fail as a full disk or a closed pipe makes them fail."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+@pytest.mark.parametrize("command", ["encode", "decode", "generate"])
+def test_an_unwritable_standard_output_is_one_line_or_quiet_for_a_closed_pipe(
+        tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a traceback ending in 'OSError: [Errno 28] No space left on device' (`> /dev/full`) or
+    BrokenPipeError (`| head -c1`) from the summary line. Now one line naming standard output,
+    exit 1; a closed pipe ends quietly with 141, as the quiver commands do."""
+    import errno
+    import sys
+
+    source = _requests(tmp_path, "logs.json", 1)[0]
+    assert main(["encode", str(source), "--out", str(tmp_path / "x.otap"), "--quiet"]) == 0
+    argv = {"encode": ["encode", str(source), "--out", str(tmp_path / "y.otap"), "--quiet"],
+            "decode": ["decode", str(tmp_path / "x.otap"), "--out", str(tmp_path / "d"), "--overwrite"],
+            "generate": ["generate", "--signal", "logs", "--count", "10", "--batch-size", "10",
+                         "--out", str(tmp_path / "g"), "--overwrite"]}[command]
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdout", _Unwritable(OSError(errno.ENOSPC, "No space left on device")))
+    assert (main(argv), capsys.readouterr().err) == (
+        1, f"adaptive-arrow {command}: cannot write standard output: No space left on device\n")
+    monkeypatch.setattr(sys, "stdout", _Unwritable(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    assert (main(argv), capsys.readouterr().err) == (141, "")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_standard_output_warns_nothing_more_at_exit(tmp_path: Path) -> None:
+    """What the summary left in stdout's buffer must not fail again when the interpreter flushes it
+    at exit ('Exception ignored ... OSError' and exit status 120)."""
+    import subprocess
+    import sys
+
+    source = _requests(tmp_path, "logs.json", 1)[0]
+    script = "import sys; from adaptive_arrow.cli import main; sys.exit(main(sys.argv[1:]))"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", script, "encode", str(source), "--out", str(tmp_path / "y.otap"),
+                               "--quiet"], stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert (done.returncode, done.stderr) == (1, "adaptive-arrow encode: cannot write standard output: No space left on device\n")
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["generate", "--signal", "logs", "--count", "10", "--out", ""], "--out"),
+    (["decode", "x.otap", "--out", ""], "--out"),
+    (["encode", "x.pb", "--out", ""], "--out"),
+    (["pipeline", "--store", ""], "--store"),
+    (["bench", "--out", ""], "--out"),
+])
+def test_an_empty_output_path_is_refused(tmp_path: Path, argv: list[str], option: str,
+                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `--out ''` became Path('.'), so generate and bench wrote into the current directory and
+    pipeline took it for --store '.'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"adaptive-arrow {argv[0]}: error: argument {option}: empty path"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_that_is_an_input_under_another_name_names_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '--out in-0.pb is one of the inputs' for --out hl.pb (a hard link to it), and '--out
+    sl.pb is one of the inputs' for --out in-0.pb with input sl.pb (a symbolic link to it): the
+    message showed the input's name as --out."""
+    (source,) = _requests(tmp_path, "logs.json", 1)
+    hard, soft = tmp_path / "hl.pb", tmp_path / "sl.pb"
+    hard.hardlink_to(source)
+    soft.symlink_to(source)
+    before = source.read_bytes()
+    code, _, err = _run(["encode", str(source), "--out", str(hard)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {hard} is the same file as input {source}; "
+                              "choose another output file\n")
+    code, _, err = _run(["encode", str(soft), "--out", str(source)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {source} is the same file as input {soft}; "
+                              "choose another output file\n")
+    assert source.read_bytes() == before and not list(tmp_path.glob("*.tmp"))
+
+
+def test_out_ending_with_a_slash_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: exit 0 and a regular file named in-0.pb.d (Path() drops the slash)."""
+    (source,) = _requests(tmp_path, "logs.json", 1)
+    out = f"{source}.d/"
+    code, _, err = _run(["encode", str(source), "--out", out], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: --out {out}: ends with a slash, which names a directory; "
+                              "name the output file\n")
+    assert not Path(out).exists()
+
+
+def test_decode_refuses_an_out_inside_the_store_it_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `decode S --out S/wal` wrote its .pb files among the store's own files."""
+    import pyarrow as pa
+
+    from quiver_store import QuiverStore, RecordBundle
+
+    store = tmp_path / "s"
+    with QuiverStore.open(store) as opened:
+        opened.ingest(RecordBundle({5: pa.record_batch({"x": [1]})}))
+    (tmp_path / "link").symlink_to(store)
+    before = sorted(store.rglob("*"))
+    for out, where in ((store / "wal", "inside the store"), (store / "new" / "d", "inside the store"),
+                       (tmp_path / "link" / "segments", "inside the store"), (store, "the store")):
+        code, _, err = _run(["decode", str(store), "--out", str(out)], capsys)
+        assert (code, err) == (2, f"adaptive-arrow decode: --out {out} is {where} {store} being read; "
+                                  "choose a directory outside it\n")
+    assert sorted(store.rglob("*")) == before
+
+
+def test_a_json_request_of_several_signals_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: 'cannot infer the signal: expected exactly one of resourceLogs, resourceSpans,
+    resourceMetrics; pass signal=' (a Python keyword, and --signal would not help)."""
+    both = tmp_path / "dupkey.json"
+    both.write_text('{"resourceLogs": [], "resourceSpans": []}\n')
+    for signal in ([], ["--signal", "logs"]):
+        code, _, err = _run(["encode", str(both), *signal, "--out", str(tmp_path / "dk.otap")], capsys)
+        assert (code, err) == (2, f"adaptive-arrow encode: {both} (read as OTLP/JSON): the request holds several "
+                                  "signals (resourceLogs, resourceSpans); an OTLP request holds one\n")
+
+
+@pytest.mark.parametrize(("master", "message"), [
+    ("bogus://x", "expected local, local[N], local[*], yarn, spark://HOST:PORT or k8s://URL"),
+    ("local[0]", "expected local[N] or local[*] (N >= 1 task slots)"),
+    ("local[two]", "expected local[N] or local[*] (N >= 1 task slots)"),
+    ("localhost", "expected local, local[N] or local[*]"),
+])
+def test_pipeline_refuses_a_spark_master_before_spark_starts(tmp_path: Path, master: str, message: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a traceback, after Spark's JVM started, ending in PySparkRuntimeError [JAVA_GATEWAY_EXITED]
+    (bogus://x) or Py4JJavaError 'Asked to run locally with 0 threads' (local[0]), exit 1."""
+    store = tmp_path / "store"
+    argv = ["pipeline", "--store", str(store), "--signal", "logs", "--count", "10", "--batch-size", "10", "--spark", master]
+    assert _run(argv, capsys)[::2] == (2, f"adaptive-arrow pipeline: --spark: master {master!r}: {message}\n")
+    assert not store.exists()
+
+
+def test_pipeline_reports_a_spark_that_does_not_start_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A master of the right form may still fail to start (no such cluster): one line, not a traceback."""
+    pytest.importorskip("pyspark")
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    def gateway_exited(self: object) -> None:
+        raise PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", gateway_exited)
+    argv = ["pipeline", "--store", str(tmp_path / "s"), "--signal", "logs", "--count", "10", "--batch-size", "10",
+            "--spark", "spark://127.0.0.1:7077"]
+    assert _run(argv, capsys)[::2] == (2, "adaptive-arrow pipeline: --spark: master 'spark://127.0.0.1:7077': Spark did "
+                                          "not start: [JAVA_GATEWAY_EXITED] Java gateway process exited before sending "
+                                          "its port number.\n")

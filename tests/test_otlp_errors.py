@@ -350,3 +350,16 @@ def test_bytes_of_another_signal_say_which_signal_they_hold(source: str) -> None
     with pytest.raises(ConversionError, match=r"truncated") as caught:
         from_otlp(truncated, signal=source)
     assert "parse as" not in str(caught.value)
+
+
+def test_json_of_several_signals_or_none_says_which() -> None:
+    """Was 'cannot infer the signal: expected exactly one of ...' for both, even when the request
+    named two signals, which no signal= could fix."""
+    with pytest.raises(ConversionError, match=r"^the request holds several signals \(resourceSpans, resource_logs\); "
+                                              r"an OTLP request holds one$"):
+        from_otlp_json('{"resourceSpans": [], "resource_logs": []}')
+    with pytest.raises(ConversionError, match=r"^the request holds several signals"):
+        from_otlp_json('{"resourceSpans": [], "resourceLogs": []}', signal="traces")
+    with pytest.raises(ConversionError, match=r"^cannot infer the signal: the request names none \(no resourceLogs, "
+                                              r"resourceSpans or resourceMetrics\); pass signal=$"):
+        from_otlp_json('{"foo": []}')

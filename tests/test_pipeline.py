@@ -87,3 +87,20 @@ def test_the_guide_quotes_the_store_figures_of_make_demo(tmp_path):
     assert quoted is not None
     stats = run_pipeline(tmp_path / "store").store_stats
     assert (int(quoted[1]), int(quoted[2]), int(quoted[3])) == (stats["segments_written"], stats["fsyncs"], stats["segments"])
+
+
+def test_a_store_the_disk_refuses_is_an_io_error(tmp_path, capsys, monkeypatch):
+    """Was: exit 2, as for a bad argument, when opening --store failed on the disk (EPERM from an
+    immutable directory); encode, generate, decode and bench exit 1 for such I/O errors."""
+    import errno
+
+    store = tmp_path / "imm" / "st"
+
+    def refused(self, path, *args):
+        raise PermissionError(errno.EPERM, "Operation not permitted", path)
+
+    monkeypatch.setattr(QuiverStore, "_init", refused)
+    code = cli_main(["pipeline", "--store", str(store), "--signal", "logs", "--count", "10", "--batch-size", "10"])
+    assert (code, capsys.readouterr().err) == (
+        1, f"adaptive-arrow pipeline: --store {store}: {store}: opening the store failed ([Errno 1] Operation not "
+           f"permitted: '{store}'); the store is not open; what it holds is kept, and a later open retries\n")

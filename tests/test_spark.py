@@ -223,9 +223,11 @@ def test_local_cores_reads_the_task_slots_of_a_master(master: str, slots: int | 
     assert local_cores(master) == slots
 
 
-def test_a_malformed_local_master_is_refused() -> None:
-    with pytest.raises(SparkJobError, match=r"master 'local\[two\]': expected local\[N\] or local\[\*\]"):
-        local_cores("local[two]")
+@pytest.mark.parametrize("master", ["local[two]", "local[0]", "local[-1]"])
+def test_a_malformed_local_master_is_refused(master: str) -> None:
+    """local[0] was taken for one slot, and Spark then refused it with a Java stack trace."""
+    with pytest.raises(SparkJobError, match=rf"master '{re.escape(master)}': expected local\[N\] or local\[\*\] \(N >= 1 task slots\)"):
+        local_cores(master)
 
 
 def _empty_logs_requests() -> list[bytes]:

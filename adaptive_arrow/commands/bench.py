@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .inputs import add_format_argument
+from .outputs import nonempty_path
 
 DEFAULT_OUT = Path("bench-out")
 PLOT = re.compile(r"compression-[^/]+\.png")
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-samples", action="store_true", help="skip the Zipkin and OTLP samples in shared/data")
     parser.add_argument("--sort-orders", choices=("default", "reference"), default="default",
                         help="sort orders of the sorted runs: the transport's own or the Rust reference orders")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=nonempty_path, default=DEFAULT_OUT,
                         help="output directory, created if missing; results.csv, results.json and the plots are "
                              "rewritten, and the plots an earlier run's results.json names that this run does not "
                              "write are deleted (no other file)")
@@ -109,7 +110,7 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
     from otap_model import to_otlp
     from otap_model.otlp.decode import REQUEST_TYPES
 
-    from .inputs import InputError, check_files, read_input, to_bundles
+    from .inputs import InputError, UnknownSignal, check_files, read_input, to_bundles
 
     try:
         check_files(paths)
@@ -130,7 +131,7 @@ def file_datasets(paths: list[Path], input_format: str) -> list[Any]:
                 raise InputError(f"{path}: the request holds no records: nothing to measure")
             out.append(dataset)
     except InputError as exc:
-        raise ArgumentError(str(exc)) from None
+        raise ArgumentError(f"{exc}; nothing to measure" if isinstance(exc, UnknownSignal) else str(exc)) from None
     return out
 
 

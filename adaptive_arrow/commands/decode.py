@@ -37,7 +37,7 @@ SUFFIXES = {"otlp-proto": ".pb", "otlp-json": ".json"}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", type=Path,
                         help="OTAP envelope file written by `adaptive-arrow encode`, or a Quiver store directory of OTAP records")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the OTLP files (created if missing)")
+    parser.add_argument("--out", required=True, type=outputs.nonempty_path, help="directory for the OTLP files (created if missing)")
     parser.add_argument("--output-format", choices=list(SUFFIXES), default="otlp-proto",
                         help="otlp-proto: <index>.pb files; otlp-json: <index>.json files, each one line of OTLP/JSON")
     parser.add_argument("--overwrite", action="store_true",
@@ -55,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
         except QuiverError as exc:  # not a store: says what the directory is instead
             print(f"{NAME}: {exc}", file=sys.stderr)
             return 2
+        inside = inside_store(args.out, args.input)
+        if inside is not None:
+            print(f"{NAME}: --out {args.out} is {inside} {args.input} being read; choose a directory outside it",
+                  file=sys.stderr)
+            return 2
     elif not args.input.is_file():
         what = "no such file" if not args.input.exists() else "not a regular file"
         print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
@@ -63,6 +68,16 @@ def run(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     return decode_envelopes(args) if stored is None else decode_store(args, stored)
+
+
+def inside_store(out: Path, store: Path) -> str | None:
+    """How `out` lies in the store directory: "the store", "inside the store", or None when outside
+    it. Compared as real paths (links resolved), since files written there would land among the
+    store's own, which a live writer may be using."""
+    real_out, real_store = out.resolve(), store.resolve()
+    if real_out == real_store:
+        return "the store"
+    return "inside the store" if real_out.is_relative_to(real_store) else None
 
 
 def serialize(bundle: OtapBundle | None, output_format: str) -> bytes:

@@ -21,7 +21,8 @@ import secrets
 import sys
 from pathlib import Path
 
-from .inputs import InputError, add_format_argument, check_files
+from .inputs import InputError, UnknownSignal, add_format_argument, check_files
+from .outputs import nonempty
 
 NAME = "adaptive-arrow encode"
 
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "frame (Collector file-exporter output)")
     parser.add_argument("--signal", choices=["logs", "traces", "metrics"],
                         help="signal of the requests (default: that of the first file; every file must hold it)")
-    parser.add_argument("--out", required=True, type=Path, help="output OTAP envelope file (must not be an input)")
+    parser.add_argument("--out", required=True, type=nonempty, help="output OTAP envelope file (must not be an input)")
     add_format_argument(parser)
     parser.add_argument("--compression", choices=["none", "zstd"], default="zstd", help="Arrow IPC body compression")
     parser.add_argument("--no-sort", action="store_true", help="skip sorting and delta-encoded ids")
@@ -40,17 +41,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def check_out(out: Path, inputs: list[Path]) -> None:
-    """--out must name a regular file or a free name, and none of the inputs (the rename at the end
-    would replace a link, FIFO or device with a regular file)."""
+def check_out(text: str, inputs: list[Path]) -> Path:
+    """--out as typed, which must name a regular file or a free name, and none of the inputs (the
+    rename at the end would replace a link, FIFO or device with a regular file). Checked on the text:
+    Path() drops a trailing slash, which would have the output written as a file where the user
+    named a directory."""
+    out = Path(text)
     if out.is_dir():
-        raise InputError(f"--out {out}: is a directory; name the output file")
+        raise InputError(f"--out {text}: is a directory; name the output file")
+    if text.endswith(("/", os.sep)):
+        raise InputError(f"--out {text}: ends with a slash, which names a directory; name the output file")
     if out.is_symlink() or (out.exists() and not out.is_file()):
         kind = "a symbolic link" if out.is_symlink() else "not a regular file (a device, FIFO or socket)"
-        raise InputError(f"--out {out}: is {kind}, which the output would replace; name a regular file")
+        raise InputError(f"--out {text}: is {kind}, which the output would replace; name a regular file")
     for path in inputs:
         if out.exists() and os.path.samefile(out, path):
-            raise InputError(f"--out {path} is one of the inputs; choose another output file")
+            same = "one of the inputs" if path == out else f"the same file as input {path}"  # a link, or another spelling
+            raise InputError(f"--out {text} is {same}; choose another output file")
+    return out
 
 
 def create_temporary(out: Path) -> tuple[int, Path]:
@@ -93,11 +101,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_files(args.files)
-        check_out(args.out, args.files)
+        out_path = check_out(args.out, args.files)
     except InputError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
         return 2
-    stale = stale_temporaries(args.out)  # listed, never deleted: another encode may be writing one
+    stale = stale_temporaries(out_path)  # listed, never deleted: another encode may be writing one
     if stale:
         print(stale_note(stale), file=sys.stderr)
     config = EncoderConfig(sort=not args.no_sort, ipc_compression=None if args.compression == "none" else "zstd")
@@ -109,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     current = None
     tmp = None  # the temporary file this run created, until it is renamed to --out
     try:
-        fd, tmp = create_temporary(args.out)
+        fd, tmp = create_temporary(out_path)
         with os.fdopen(fd, "wb") as out, Progress(*columns, console=console, transient=True,
                                                   disable=args.quiet or not console.is_terminal) as progress:
             task = progress.add_task("encode", total=len(args.files))
@@ -123,16 +131,17 @@ def run(args: argparse.Namespace) -> int:
                     written += write_envelopes(out, [encoder.encode(bundle)])
                     messages += 1
                 progress.advance(task)
-        tmp.replace(args.out)
+        tmp.replace(out_path)
         tmp = None
     except OSError as exc:
-        where = str(current) if current is not None and exc.filename == str(current) else f"--out {args.out}: cannot write"
+        where = str(current) if current is not None and exc.filename == str(current) else f"--out {out_path}: cannot write"
         print(f"{NAME}: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except InputError as exc:
         inferred = args.signal is None and current != args.files[0]
         origin = f" (every file must hold {signal}, the signal of the first one, {args.files[0]})" if inferred else ""
-        print(f"{NAME}: {exc}{origin}", file=sys.stderr)
+        hint = "; pass --signal" if isinstance(exc, UnknownSignal) else ""
+        print(f"{NAME}: {exc}{hint}{origin}", file=sys.stderr)
         return 2
     except (OtapModelError, AdaptiveArrowError) as exc:
         print(f"{NAME}: {current}: {exc}", file=sys.stderr)
@@ -140,5 +149,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-    print(f"{messages} message(s), {read} input bytes -> {written} OTAP bytes in {args.out}")
+    print(f"{messages} message(s), {read} input bytes -> {written} OTAP bytes in {out_path}")
     return 0

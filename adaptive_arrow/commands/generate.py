@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--profile", default="default", choices=tuple(PROFILES),
                         help="data shape (multivariate: metrics only)")
-    parser.add_argument("--out", required=True, type=Path, help="output directory (created if missing)")
+    parser.add_argument("--out", required=True, type=outputs.nonempty_path, help="output directory (created if missing)")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete the <signal>-<index>.pb files of an earlier run in --out first")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -48,6 +48,11 @@ class InputError(Exception):
     for; the message starts with the file name."""
 
 
+class UnknownSignal(InputError):
+    """An empty request and no signal given: nothing in it tells its signal. The command says what
+    to do about it (encode has --signal, bench has none)."""
+
+
 @dataclass(frozen=True)
 class Request:
     """One export request of an input file, as bytes of its format."""
@@ -208,7 +213,7 @@ def to_bundle(request: Request, signal: str | None) -> OtapBundle:
     fmt, data, where = request.fmt, request.data, request.label
     if not (data if fmt == "otlp-proto" else _first(data)):  # empty (JSON: or blank) = empty request
         if signal is None:
-            raise InputError(f"{where}: an empty request holds no records to tell its signal by; pass --signal")
+            raise UnknownSignal(f"{where}: an empty request holds no records to tell its signal by")
         return from_otlp(b"", signal=signal)
     try:
         if fmt == "otlp-json":
@@ -223,7 +228,7 @@ def to_bundle(request: Request, signal: str | None) -> OtapBundle:
         return from_otlp(data, signal=signal)
     except ConversionError as exc:
         if signal is None and fmt == "otlp-json" and _without_records(data):  # such as {}, as decode writes it
-            raise InputError(f"{where}: an empty request holds no records to tell its signal by; pass --signal") from None
+            raise UnknownSignal(f"{where}: an empty request holds no records to tell its signal by") from None
         raise InputError(f"{where}: {exc}{_hint(data, fmt)}") from None
 
 

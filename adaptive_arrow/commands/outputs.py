@@ -4,9 +4,22 @@ deletes those files first and nothing else, so a later `DIR/*.pb` never mixes tw
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
+
+
+def nonempty(text: str) -> str:
+    """argparse type of the path options: refuses the empty path, which Path() would take for the
+    current directory without a word."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    return text
+
+
+def nonempty_path(text: str) -> Path:
+    return Path(nonempty(text))
 
 
 def earlier_run(out: Path, pattern: re.Pattern[str]) -> list[Path]:

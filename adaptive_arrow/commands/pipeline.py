@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rich.console import Console
 
@@ -19,12 +18,13 @@ from otap_model import Signal
 from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 
 from .generate import option_message
+from .outputs import nonempty_path
 
 NAME = "adaptive-arrow pipeline"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, type=Path,
+    parser.add_argument("--store", required=True, type=nonempty_path,
                         help="store directory: an existing store, an empty directory, or a new one (created)")
     parser.add_argument("--signal", action="append", choices=[s.value for s in Signal],
                         help="signal to run (repeatable, a repeated one runs once; default: all three)")
@@ -42,11 +42,19 @@ def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
     """The first bad argument, as the message to print, or None; OSError if --store cannot be listed."""
     from quiver_store.store_dir import store_problem  # (imported here: the store is loaded for pipeline only)
 
+    from ..errors import SparkJobError
+    from ..spark import check_master
+
     for signal in signals:
         try:
             generate_otlp(signal, args.count, batch_size=args.batch_size, seed=args.seed, profile=args.profile)
         except GeneratorError as exc:
             return option_message(exc)
+    if args.spark:
+        try:
+            check_master(args.spark)  # before Spark starts (seconds) and before the store is opened
+        except SparkJobError as exc:
+            return f"--spark: {exc}"
     if args.store.exists() and not args.store.is_dir():
         return f"--store {args.store}: not a directory (an existing file); name a store directory"
     if args.store.is_dir() and any(args.store.iterdir()):
@@ -60,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from quiver_store.errors import QuiverError
 
     from ..config import EncoderConfig
-    from ..errors import AdaptiveArrowError
+    from ..errors import AdaptiveArrowError, SparkJobError
     from ..pipeline import run_pipeline
     from ..report import render
 
@@ -74,7 +82,11 @@ def run(args: argparse.Namespace) -> int:
         if args.spark:
             from ..spark import spark_session
 
-            spark = spark_session(args.spark, "adaptive-arrow-pipeline")
+            try:
+                spark = spark_session(args.spark, "adaptive-arrow-pipeline")
+            except SparkJobError as exc:
+                print(f"{NAME}: --spark: {exc}", file=sys.stderr)
+                return 2
             spark.sparkContext.setLogLevel("ERROR")
         result = run_pipeline(
             args.store,
@@ -91,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except QuiverError as exc:
         print(f"{NAME}: --store {args.store}: {exc}", file=sys.stderr)
-        return 2
+        return 1 if getattr(exc, "errno", None) is not None else 2  # the disk failed (I/O), or the store was refused
     except AdaptiveArrowError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
         return 2

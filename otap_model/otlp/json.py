@@ -117,6 +117,8 @@ def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
     """The request's signal: from its root key, which must agree with `signal` when given (unknown
     fields are ignored, so a root key of another signal would otherwise vanish without a word)."""
     roots = {k: _ROOT_KEYS[k] for k in doc if k in _ROOT_KEYS}
+    if len(set(roots.values())) > 1:
+        raise ConversionError(f"the request holds several signals ({', '.join(roots)}); an OTLP request holds one")
     if signal is not None:
         sig = as_signal(signal)
         other = sorted(k for k, s in roots.items() if s is not sig)
@@ -126,12 +128,12 @@ def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
                 f"({', '.join(sorted({roots[k].value for k in other}))}); its data would be dropped"
             )
         return sig
-    found = set(roots.values())
-    if len(found) != 1:
+    if not roots:
         raise ConversionError(
-            "cannot infer the signal: expected exactly one of resourceLogs, resourceSpans, resourceMetrics; pass signal="
+            "cannot infer the signal: the request names none (no resourceLogs, resourceSpans or resourceMetrics); "
+            "pass signal="
         )
-    return found.pop()
+    return next(iter(roots.values()))
 
 
 def _prepare(node: Any, path: str) -> None:
