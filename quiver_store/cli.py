@@ -7,6 +7,7 @@ import base64
 import datetime as dt
 import errno
 import json
+import logging
 import math
 import os
 import re
@@ -47,6 +48,7 @@ from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
 from .wal.format import HEADER_LEN, decode_header
+from .wal.replay import RecoveryPlan
 
 
 def _ts(ns: int | None) -> str:
@@ -76,7 +78,9 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
         except CorruptionError as exc:
             desc = f"[red]{escape(str(exc))}"
-            if path in _recreated_on_open(fs, wal_dir, seg_dir):
+            plan = _open_plan(fs, wal_dir, seg_dir)
+            cut = plan is not None and any(e.path == path for e in plan.corruptions)
+            if plan is not None and not cut and any(a.kind == "recreate" and a.path == path for a in plan.actions):
                 desc = f"[yellow]{escape(str(exc))}: cut while being created (holds no acknowledged entry), QuiverStore.open recreates it"
         wal.add_row(os.path.basename(path), _size(len(data)), desc)
     point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
@@ -165,9 +169,15 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     for col in ("file", "checked", "result"):
         table.add_column(col)
     files: list[WalFile] = []
+    plan = _open_plan(fs, wal_dir, seg_dir)
+    recreated = {a.path for a in plan.actions if a.kind == "recreate"} if plan else set()
     for generation, path in wal_files(fs, wal_dir):
         scanned, errs = scan_wal_file(fs, generation, path)
-        if errs and generation is None and path in _recreated_on_open(fs, wal_dir, seg_dir):
+        # What recovery calls damage, read from where it starts (the sidecar's point), which a scan
+        # from the header cannot tell apart behind a reclaimed (zeroed) prefix.
+        errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path
+                 and not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs)]
+        if generation is None and path in recreated and not any("sidecar records" in e for e in errs):
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log
             table.add_row(
                 os.path.relpath(path, args.path), f"{fs.file_size(path)} bytes",
@@ -300,14 +310,19 @@ def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where
             w.write_batch(batch)
 
 
-def _recreated_on_open(fs: FileSystem, wal_dir: str, seg_dir: str) -> set[str]:
-    """The WAL files recovery would recreate (an active file cut while being created), as planned
-    for QuiverStore.open; none when the plan cannot be made (verify reports that damage itself)."""
+def _open_plan(fs: FileSystem, wal_dir: str, seg_dir: str) -> RecoveryPlan | None:
+    """What point-in-time recovery would do on QuiverStore.open; None when the plan cannot be made
+    or there is no WAL. Quiet: verify and inspect report the damage the planning meets themselves
+    (replay, whose subject it is, lets its notes through)."""
+    logger = logging.getLogger("quiver_store")
+    was = logger.disabled
+    logger.disabled = True
     try:
-        plan, _ = recovery_plan(fs, wal_dir, seg_dir, "point_in_time")
+        return recovery_plan(fs, wal_dir, seg_dir, "point_in_time")[0]
     except QuiverError:
-        return set()
-    return {a.path for a in plan.actions if a.kind == "recreate"} if plan else set()
+        return None
+    finally:
+        logger.disabled = was
 
 
 NON_FINITE = {"NaN": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -396,7 +411,7 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         console.print(f"[red]corruption:[/red] {escape(str(err))}", soft_wrap=True)
     for act in plan.actions:
         if act.kind == "recreate":  # the whole file goes; a new empty log takes its place
-            what = f"would recreate: {act.path} ({fs.file_size(act.path)} bytes, holds no acknowledged entry) — {act.reason}"
+            what = f"would recreate: {act.path} ({fs.file_size(act.path)} bytes) — {act.reason}"
         else:
             what = f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}"
         console.print(escape(what), soft_wrap=True)

@@ -180,8 +180,8 @@ def test_replay_says_what_open_does_with_a_half_created_active_wal(tmp_path, cap
     if content in HALF_CREATED.values():
         assert code == 0, out
         assert (
-            f"would recreate: {wal} ({len(content)} bytes, holds no acknowledged entry) — active WAL file was cut "
-            "while being created" in out
+            f"would recreate: {wal} ({len(content)} bytes) — active WAL file was cut while being created (it holds "
+            "no acknowledged entry)" in out
         )
         assert "refuse" not in out and "entries to replay into the open segment: 0" in out
         assert main(["verify", str(tmp_path)]) == 0  # was: CORRUPT, exit 1
@@ -257,6 +257,60 @@ def test_verify_accepts_a_wal_whose_prefix_was_reclaimed(tmp_path, capsys):
     assert stats["holes_punched"] + stats["rewrites"] >= 1
     assert main(["verify", str(tmp_path)]) == 0
     assert "CORRUPT" not in capsys.readouterr().out
+
+
+def crash_after_a_segment(root: Path) -> int:
+    """Two bundles in segment 0, a third only in the WAL, then a crash; the sidecar's offset (where
+    the third entry starts)."""
+    from quiver_store.fs import DEFAULT_FS
+    from quiver_store.wal import sidecar
+
+    store = QuiverStore.open(root, QUIET)
+    for i in range(2):
+        store.ingest(bundle(i))
+    store.flush()
+    store.ingest(bundle(2))
+    store._abandon()
+    point, problem = sidecar.read(DEFAULT_FS, str(root / "wal"))
+    assert point is not None and problem is None
+    return point.offset
+
+
+def test_verify_finds_a_corrupt_entry_behind_a_reclaimed_prefix(tmp_path, capsys):
+    """Was: with the covered prefix reading as zeros (punched out), verify took the zeros for a
+    torn tail at the header and said ok, while opening the store quarantined the acknowledged
+    entry after them. It now reads the WAL from where recovery does too."""
+    offset = crash_after_a_segment(tmp_path)
+    wal = tmp_path / "wal" / "quiver.wal"
+    data = bytearray(wal.read_bytes())
+    data[30:offset] = bytes(offset - 30)  # as a punched hole reads
+    data[offset + 40] ^= 0x5A
+    wal.write_bytes(bytes(data))
+    assert main(["verify", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{wal} at offset {offset}: corrupt WAL entry (CRC32C mismatch" in out.replace("\n", "")
+    assert main(["replay", str(tmp_path)]) == 1
+
+
+@pytest.mark.parametrize("keep", [12, 100])
+def test_a_wal_cut_below_the_sidecars_offset_is_corruption(tmp_path, capsys, keep):
+    """Was: verify and replay said the cut file 'holds no acknowledged entry' (under a header's
+    length: 'cut while being created') or merely ignored the sidecar, and open recreated or
+    rescanned it in silence; the WAL-only bundle was gone without a word. The sidecar is
+    checksummed and says how much was written, so a shorter file is damage."""
+    offset = crash_after_a_segment(tmp_path)
+    wal = tmp_path / "wal" / "quiver.wal"
+    wal.write_bytes(wal.read_bytes()[:keep])
+    assert main(["verify", str(tmp_path)]) == 1
+    expected = f"{wal} at offset {keep}: the file is {keep} bytes, but the sidecar records that its first {offset} were written"
+    assert expected in capsys.readouterr().out.replace("\n", "")
+    assert main(["replay", str(tmp_path)]) == 1
+    assert "holds no acknowledged entry" not in capsys.readouterr().out
+    with pytest.raises(CorruptionError, match="refuses to open"):
+        QuiverStore.open(tmp_path, StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery="strict")))
+    with QuiverStore.open(tmp_path, QUIET) as store:  # point in time: opens, and says what it found
+        assert [r["path"] for r in store.stats()["corruption_reports"]] == [str(wal)]
+        assert [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()] == [0, 1]
 
 
 # -- paths that are not a store ----------------------------------------------------------------------
