@@ -79,8 +79,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         except CorruptionError as exc:
             desc = f"[red]{escape(str(exc))}"
             plan = _open_plan(fs, wal_dir, seg_dir)
-            cut = plan is not None and any(e.path == path for e in plan.corruptions)
-            if plan is not None and not cut and any(a.kind == "recreate" and a.path == path for a in plan.actions):
+            if plan is not None and any(a.kind == "recreate" and a.path == path for a in plan.actions):
                 desc = f"[yellow]{escape(str(exc))}: cut while being created (holds no acknowledged entry), QuiverStore.open recreates it"
         wal.add_row(os.path.basename(path), _size(len(data)), desc)
     point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
@@ -177,7 +176,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         # from the header cannot tell apart behind a reclaimed (zeroed) prefix.
         errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path
                  and not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs)]
-        if generation is None and path in recreated and not any("sidecar records" in e for e in errs):
+        if generation is None and path in recreated:
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log
             table.add_row(
                 os.path.relpath(path, args.path), f"{fs.file_size(path)} bytes",

@@ -119,13 +119,8 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
-        if point is not None and gen == point.generation and len(data) < point.offset:
-            _cut_below_sidecar(plan, path, len(data), point.offset, mode)
         if path == active_path and _creation_cut_short(data, cfg_hash):
-            cut = plan.corruptions and plan.corruptions[-1].path == path
-            reason = ("nothing of the log is left to read" if cut
-                      else "active WAL file was cut while being created (it holds no acknowledged entry)")
-            plan.actions.append(Action("recreate", path, reason=reason))
+            plan.actions.append(Action("recreate", path, reason="active WAL file was cut while being created (it holds no acknowledged entry)"))
             continue
         _check_header(data, path, cfg_hash)
         start = HEADER_LEN
@@ -156,18 +151,6 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
         if stop:
             break
     return plan
-
-
-def _cut_below_sidecar(plan: RecoveryPlan, path: str, size: int, offset: int, mode: str) -> None:
-    """The sidecar (checksummed) says `offset` bytes of this file were written, yet it is shorter:
-    it was cut, so acknowledged entries after that point may be gone. Corruption, not the torn
-    tail of a crash: with wal.durability 'fsync' every acknowledged entry was synced before the
-    sidecar could point past it (with 'os' or 'none' a power loss can also leave this)."""
-    what = (f"the file is {size} bytes, but the sidecar records that its first {offset} were written (the entries "
-            "before that are in segments): it was cut since, and any acknowledged entry after that point is lost")
-    if mode == "strict":
-        raise CorruptionError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path, size)
-    plan.corruptions.append(CorruptionError(what, path, size))
 
 
 def _damage(
