@@ -291,6 +291,25 @@ def test_corrupt_checkpoint_is_reported(tmp_path):
         open_registry(tmp_path, [(0, 1)])
 
 
+def test_a_missing_checkpoint_the_log_proves_existed_is_corruption(tmp_path):
+    """Was: with ack.checkpoint deleted, the store opened without a word and every subscriber and
+    acknowledgement it held was gone (quiver verify said ok too). A log that starts past
+    generation 1 was rotated, and a rotation deletes the files it covers only after writing the
+    checkpoint, so the checkpoint must exist."""
+    config = SubscriberConfig(ack_log_checkpoint_interval=50)
+    reg = open_registry(tmp_path, [(s, 10) for s in range(10)], config=config)
+    reg.subscribe("a")
+    for _ in range(60):
+        reg.next_delivery("a", 0).ack()
+    reg.close()
+    (tmp_path / log.CHECKPOINT_NAME).unlink()
+    expected = rf"^{tmp_path / log.CHECKPOINT_NAME}: missing, but the oldest ack log file \(ack.log\) is generation \d+: "
+    with pytest.raises(CorruptionError, match=expected):
+        open_registry(tmp_path, [(s, 10) for s in range(10)], config=config)
+    with pytest.raises(CorruptionError, match=expected):
+        log.read_untouched(str(tmp_path))  # what quiver verify reads
+
+
 def test_crash_between_rotation_and_checkpoint_replays_both_files(tmp_path):
     reg = open_registry(tmp_path, [(0, 4)])
     reg.subscribe("a")

@@ -221,6 +221,8 @@ class AckLog:
             checkpoint = fs.read_file(cp_path)
             cp_gen, cp_off = checkpoint_position(checkpoint, cp_path)
         files = _log_files(directory, fs)  # [(generation, path)] ascending, active last
+        if checkpoint is None:
+            _check_no_checkpoint_needed(files, cp_path)
         result = ReplayResult(checkpoint)
         active_path = os.path.join(directory, LOG_NAME)
         stop = False
@@ -563,12 +565,28 @@ def read_untouched(directory: str, fs: FileSystem = DEFAULT_FS) -> tuple[bytes |
     files = log_files(directory, fs)
     if checkpoint is None and not files:
         return None
+    if checkpoint is None:
+        _check_no_checkpoint_needed(files, cp_path)
     gen, off = checkpoint_position(checkpoint, cp_path) if checkpoint is not None else (0, HEADER_SIZE)
     records: list[Record] = []
     for file_gen, path in files:
         if file_gen >= gen:
             records.extend(iter_records(fs.read_file(path), off if file_gen == gen else HEADER_SIZE))
     return checkpoint, records
+
+
+def _check_no_checkpoint_needed(files: list[tuple[int, str]], cp_path: str) -> None:
+    """Without a checkpoint the log must start at generation 1: a file of a later generation is
+    only ever created by a rotation that writes a checkpoint before it deletes the files it covers,
+    so their outcomes (and the subscribers they registered) were in a checkpoint that is gone."""
+    if files and files[0][0] > 1:
+        raise CorruptionError(
+            f"missing, but the oldest ack log file ({os.path.basename(files[0][1])}) is generation {files[0][0]}: the "
+            "outcomes and subscribers recorded before it were only in this checkpoint. Restore it from a backup, or "
+            "remove the ack.log files as well to start every subscriber again from its start position (what it "
+            "acknowledged is then delivered again)",
+            path=cp_path,
+        )
 
 
 def missing_log(directory: str, fs: FileSystem) -> str | None:
