@@ -7,7 +7,8 @@ import argparse
 import importlib
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, TextIO
+
+from quiver_store.stdout import StdoutError, guarded_stdout, stdout_failure
 
 DESCRIPTION = """Encode OpenTelemetry data as OTAP (OpenTelemetry Arrow) and back, generate realistic
 telemetry, benchmark OTAP against OTLP, and run the generate -> encode -> Quiver store pipeline.
@@ -64,62 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
 INTERRUPTED_EXIT = 128 + 2  # what a shell reports for a command Ctrl-C (SIGINT) ended
 
 
-class StdoutError(Exception):
-    """Writing standard output failed; the OSError is the cause. Not an OSError itself, so no
-    command's handler for its own files' errors takes it for one of them."""
-
-
-class GuardedStdout:
-    """sys.stdout while a command runs: a failed write or flush (a full disk, a closed pipe) raises
-    StdoutError, which main reports in one line naming standard output."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except OSError as exc:
-            raise StdoutError from exc
-
-    def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except OSError as exc:
-            raise StdoutError from exc
-
-    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding ... of the stream
-        return getattr(self.stream, name)
-
-
 def main(argv: list[str] | None = None) -> int:
     name = "adaptive-arrow"
-    stdout = sys.stdout
-    if stdout is not None:  # None: Python started with stdout closed, and print() writes nothing
-        sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
-        try:
+        with guarded_stdout():
             args = build_parser().parse_args(argv)  # --help and --version write stdout here
             name = f"adaptive-arrow {args.command}"
-            status = int(importlib.import_module(f"adaptive_arrow.commands.{args.command}").run(args) or 0)
-        finally:
-            if stdout is not None:
-                sys.stdout.flush()  # now, where a failure is reported, not at exit, where it is a warning
-        return status
+            return int(importlib.import_module(f"adaptive_arrow.commands.{args.command}").run(args) or 0)
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the commands clean up on the way out
         print(f"{name}: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT
     except StdoutError as exc:
-        from quiver_store.stdout import SIGPIPE_EXIT, discard_stdout
-
-        discard_stdout()  # what is still buffered must not fail again at exit
-        if isinstance(exc.__cause__, BrokenPipeError):  # the reader went away (`... | head`): quietly, as cat does
-            return SIGPIPE_EXIT
-        reason = exc.__cause__.strerror if isinstance(exc.__cause__, OSError) else None
-        print(f"{name}: cannot write standard output: {reason or exc.__cause__}", file=sys.stderr)
-        return 1
-    finally:
-        sys.stdout = stdout
+        return stdout_failure(name, exc)
 
 
 if __name__ == "__main__":

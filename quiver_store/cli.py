@@ -42,8 +42,8 @@ from .presence import (
 from .segment.info import SegmentInfo
 from .segment.reader import SegmentReader
 from .segment.schema_view import check_slot_streams, representative_schema, slot_schema
-from .stdout import SIGPIPE_EXIT, discard_stdout
-from .store_dir import check_store_dir
+from .stdout import StdoutError, guarded_stdout, stdout_failure
+from .store_dir import check_store_dir, output_inside
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
@@ -264,6 +264,9 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     if args.format == "arrow":
         if not args.output:
             raise QuiverError("--format arrow writes one Arrow IPC file per bundle slot: give --output DIR")
+        inside = output_inside(args.output, args.path)
+        if inside is not None:
+            raise QuiverError(f"--output {args.output} is {inside} {args.path} being read; choose a directory outside it")
         _check_output_dir(args.output)
         try:
             os.makedirs(args.output, exist_ok=True)
@@ -480,10 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.path.isdir(args.path) and _held_open(args.path):
         _stderr().print(OPEN_ELSEWHERE)
     try:
-        return handler(args, console, DEFAULT_FS)
-    except BrokenPipeError:  # the reader went away (`quiver dump ... | head`): stop quietly, as cat does
-        discard_stdout()
-        return SIGPIPE_EXIT
+        with guarded_stdout():
+            return handler(args, console, DEFAULT_FS)
+    except StdoutError as exc:  # a full disk: one line, exit 1; a reader gone (`quiver dump | head`): quietly
+        return stdout_failure(f"quiver {args.command}", exc)
     except KeyboardInterrupt:  # Ctrl-C: the commands only read, so there is nothing to undo
         _stderr().print(f"quiver {args.command}: interrupted")
         return INTERRUPTED_EXIT

@@ -90,3 +90,14 @@ def _hint(path: str) -> str:
     if cores:
         return f" (it holds the per-core stores {', '.join(cores[:3])}{', ...' if len(cores) > 3 else ''}: pass one of them)"
     return ""
+
+
+def output_inside(out: str | os.PathLike[str], store: str | os.PathLike[str]) -> str | None:
+    """How an output directory lies in a store being read: "the store", "inside the store", or
+    None when outside it. Compared as real paths (links resolved): files written there would land
+    among the store's own, which a live writer may be using (`quiver dump --output`,
+    `adaptive-arrow decode STORE --out`)."""
+    real_out, real_store = os.path.realpath(out), os.path.realpath(store)
+    if real_out == real_store:
+        return "the store"
+    return "inside the store" if os.path.commonpath([real_out, real_store]) == real_store else None

@@ -690,3 +690,29 @@ def test_a_fifo_in_a_stores_place_is_refused_not_waited_on(tmp_path, place):
             assert done.returncode != 0, done.stdout
     with pytest.raises(QuiverError, match="not a regular file"):
         QuiverStore.open(tmp_path / "s", QUIET).close()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["inspect", "verify", "dump", "replay"])
+def test_a_full_standard_output_is_one_line_naming_it(store_dir, command):
+    """Was: 'quiver dump: [Errno 28] No space left on device', exit 2 (the code for a bad
+    argument). Now standard output is named and the status is 1, as for adaptive-arrow."""
+    import subprocess
+    import sys
+
+    script = "import sys; from quiver_store.cli import main; sys.exit(main(sys.argv[1:]))"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", script, command, str(store_dir)], stdout=full,
+                              stderr=subprocess.PIPE, text=True, check=False, timeout=60)
+    assert (done.returncode, done.stderr) == (1, f"quiver {command}: cannot write standard output: No space left on device\n")
+
+
+@pytest.mark.parametrize("inside", [".", "segments", "wal", "segments/new"])
+def test_dump_refuses_an_output_inside_the_store_it_reads(store_dir, capsys, inside):
+    before = digest(store_dir)
+    out = store_dir / inside
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 2
+    where = "the store" if inside == "." else "inside the store"
+    assert capsys.readouterr().err.replace("\n", "") == (
+        f"quiver dump: --output {out} is {where} {store_dir} being read; choose a directory outside it")
+    assert digest(store_dir) == before

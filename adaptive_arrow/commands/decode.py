@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from quiver_store.errors import QuiverError
     from quiver_store.offline import StoredBundles
+    from quiver_store.store_dir import output_inside
 
     stored = None
     if args.input.is_dir():
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         except QuiverError as exc:  # not a store: says what the directory is instead
             print(f"{NAME}: {exc}", file=sys.stderr)
             return 2
-        inside = inside_store(args.out, args.input)
+        inside = output_inside(args.out, args.input)
         if inside is not None:
             print(f"{NAME}: --out {args.out} is {inside} {args.input} being read; choose a directory outside it",
                   file=sys.stderr)
@@ -68,16 +69,6 @@ def run(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     return decode_envelopes(args) if stored is None else decode_store(args, stored)
-
-
-def inside_store(out: Path, store: Path) -> str | None:
-    """How `out` lies in the store directory: "the store", "inside the store", or None when outside
-    it. Compared as real paths (links resolved), since files written there would land among the
-    store's own, which a live writer may be using."""
-    real_out, real_store = out.resolve(), store.resolve()
-    if real_out == real_store:
-        return "the store"
-    return "inside the store" if real_out.is_relative_to(real_store) else None
 
 
 def serialize(bundle: OtapBundle | None, output_format: str) -> bytes:
