@@ -386,6 +386,12 @@ def _json_type(t: pa.DataType) -> pa.DataType:
 
 # -- replay ----------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
+    wal_status = _replay_wal(args, console, fs)
+    ack_status = _replay_ack_log(args, console, fs)
+    return 2 if 2 in (wal_status, ack_status) else max(wal_status, ack_status)
+
+
+def _replay_wal(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = check_store_dir(args.path)
     try:
         plan, covered = recovery_plan(fs, wal_dir, seg_dir, args.recovery)
@@ -419,6 +425,26 @@ def cmd_replay(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         console.print(escape(what), soft_wrap=True)
     console.print(f"bytes that would be quarantined: {plan.quarantined_bytes}")
     return 1 if plan.corruptions else 0
+
+
+def _replay_ack_log(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
+    """What opening does with the ack log: a damaged checkpoint, or one the log proves is gone,
+    refuses the store (2); a damaged record followed by more is corruption (1), which strict
+    refuses (2) and the other modes repair."""
+    try:
+        ack_log.read_untouched(args.path, fs)
+        damage = [d for _, _, d in ack_log.check_files(args.path, fs) if d is not None]
+    except QuiverError as exc:
+        console.print(f"[red]the ack log: opening would refuse the store:[/red] {escape(str(exc))}", soft_wrap=True)
+        return 2
+    for d in damage:
+        if args.recovery == "strict":
+            console.print(f"[red]the ack log: recovery mode 'strict' would refuse to open:[/red] {escape(str(d))}", soft_wrap=True)
+            return 2
+        action = ("skips the damaged bytes and keeps the records after them" if args.recovery == "skip_corrupt"
+                  else "moves the records from here on aside, losing those outcomes")
+        console.print(f"[red]ack log corruption:[/red] {escape(str(d))}; opening {action}", soft_wrap=True)
+    return 1 if damage else 0
 
 
 OPEN_ELSEWHERE = (

@@ -716,3 +716,50 @@ def test_dump_refuses_an_output_inside_the_store_it_reads(store_dir, capsys, ins
     assert capsys.readouterr().err.replace("\n", "") == (
         f"quiver dump: --output {out} is {where} {store_dir} being read; choose a directory outside it")
     assert digest(store_dir) == before
+
+
+def acked_then_crashed(root: Path) -> Path:
+    """A store whose subscriber acked 3 of 4 bundles before a crash: ack.log holds 5 records."""
+    store = QuiverStore.open(root, QUIET)
+    sub = store.subscribe("exp")
+    for i in range(4):
+        store.ingest(bundle(i))
+    store.flush()
+    for _ in range(3):
+        sub.next(timeout=5).ack()
+    store._abandon()
+    return root / "ack.log"
+
+
+def test_replay_says_what_opening_does_with_a_damaged_ack_log(tmp_path, capsys):
+    """Was: replay spoke of the WAL only and exited 0 (also under --recovery strict) for ack log
+    damage that makes opening move outcomes aside or refuse the store."""
+    log_path = acked_then_crashed(tmp_path)
+    data = bytearray(log_path.read_bytes())
+    data[100] ^= 0x5A  # inside the third record; valid ones follow
+    log_path.write_bytes(bytes(data))
+    before = digest(tmp_path)
+    assert main(["replay", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"ack log corruption: {log_path} at offset 78: ack log record failed its CRC32C" in out
+    assert out.endswith("opening moves the records from here on aside, losing those outcomes")
+    assert main(["replay", str(tmp_path), "--recovery", "strict"]) == 2
+    assert "the ack log: recovery mode 'strict' would refuse to open:" in " ".join(capsys.readouterr().out.split())
+    assert digest(tmp_path) == before
+    with pytest.raises(CorruptionError, match=rf"{log_path} at offset 78"):
+        QuiverStore.open(tmp_path, StoreConfig(segment=QUIET.segment, wal=WalConfig(recovery="strict")))
+
+
+def test_replay_says_a_damaged_ack_checkpoint_refuses_the_store(store_dir, capsys):
+    with QuiverStore.open(store_dir, QUIET) as store:
+        store.subscribe("a")
+    checkpoint = store_dir / "ack.checkpoint"
+    assert checkpoint.exists()
+    data = bytearray(checkpoint.read_bytes())
+    data[40] ^= 0xFF
+    checkpoint.write_bytes(bytes(data))
+    assert main(["replay", str(store_dir)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"the ack log: opening would refuse the store: {checkpoint}" in out
+    with pytest.raises(CorruptionError, match="ack checkpoint failed its CRC32C"):
+        QuiverStore.open(store_dir, QUIET)
