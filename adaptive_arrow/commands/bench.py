@@ -34,7 +34,7 @@ NAME = "adaptive-arrow bench"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", type=Path,
+    parser.add_argument("files", nargs="*", type=nonempty_path,
                         help="extra inputs of export requests, read as encode reads them (a file of several, such as "
                              "OTLP/JSON Lines or Collector file-exporter output, is measured as one request holding "
                              "them all): OTLP protobuf, OTLP/JSON or Zipkin JSON. Each "

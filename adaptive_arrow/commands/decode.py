@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import outputs
@@ -35,7 +34,7 @@ SUFFIXES = {"otlp-proto": ".pb", "otlp-json": ".json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", type=Path,
+    parser.add_argument("input", type=outputs.nonempty_path,
                         help="OTAP envelope file written by `adaptive-arrow encode`, or a Quiver store directory of OTAP records")
     parser.add_argument("--out", required=True, type=outputs.nonempty_path, help="directory for the OTLP files (created if missing)")
     parser.add_argument("--output-format", choices=list(SUFFIXES), default="otlp-proto",

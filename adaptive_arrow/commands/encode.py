@@ -22,13 +22,13 @@ import sys
 from pathlib import Path
 
 from .inputs import InputError, UnknownSignal, add_format_argument, check_files
-from .outputs import nonempty
+from .outputs import nonempty, nonempty_path
 
 NAME = "adaptive-arrow encode"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path,
+    parser.add_argument("files", nargs="+", type=nonempty_path,
                         help="input files of export requests: one per file, per line (OTLP/JSON Lines) or per "
                              "frame (Collector file-exporter output)")
     parser.add_argument("--signal", choices=["logs", "traces", "metrics"],
