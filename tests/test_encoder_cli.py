@@ -852,7 +852,7 @@ def test_a_full_standard_output_warns_nothing_more_at_exit(tmp_path: Path) -> No
     (["decode", "", "--out", "d"], "input"),
     (["bench", "", "--out", "b"], "files"),
 ])
-def test_an_empty_output_path_is_refused(tmp_path: Path, argv: list[str], option: str,
+def test_an_empty_path_is_refused(tmp_path: Path, argv: list[str], option: str,
                                           monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Was: `--out ''` became Path('.'), so generate and bench wrote into the current directory and
     pipeline took it for --store '.'; an empty input was read as '.' too (decode took the current
