@@ -102,5 +102,5 @@ def test_a_store_the_disk_refuses_is_an_io_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(QuiverStore, "_init", refused)
     code = cli_main(["pipeline", "--store", str(store), "--signal", "logs", "--count", "10", "--batch-size", "10"])
     assert (code, capsys.readouterr().err) == (
-        1, f"adaptive-arrow pipeline: --store {store}: {store}: opening the store failed ([Errno 1] Operation not "
+        1, f"adaptive-arrow pipeline: {store}: opening the store failed ([Errno 1] Operation not "
            f"permitted: '{store}'); the store is not open; what it holds is kept, and a later open retries\n")

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{NAME}: {exc.filename or args.store}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except QuiverError as exc:
-        print(f"{NAME}: --store {args.store}: {exc}", file=sys.stderr)
+        named = str(exc).startswith(str(args.store))  # most store errors start with the path already
+        print(f"{NAME}: {'' if named else f'--store {args.store}: '}{exc}", file=sys.stderr)
         return 1 if getattr(exc, "errno", None) is not None else 2  # the disk failed (I/O), or the store was refused
     except AdaptiveArrowError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
