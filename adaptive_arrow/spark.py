@@ -14,12 +14,12 @@ pyspark is imported lazily: ``import adaptive_arrow`` never needs it. Install th
 
 from __future__ import annotations
 
+import functools
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -33,7 +33,7 @@ from otap_model import (
     signal_of,
     to_otlp,
 )
-from quiver_store import QuiverStore, StoreConfig, core_path, with_progress
+from quiver_store import QuiverStore, StoreConfig, core_numbers, core_path, with_progress
 
 from .config import EncoderConfig
 from .decoder import Decoder
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 ErrorPolicy = Literal["raise", "record"]
+T = TypeVar("T")
 
 # encode_otlp's default: envelope bodies zstd-compressed. Every envelope byte crosses from the Python
 # worker into the JVM (measured on 32 logs requests: the job cost the JVM 1.24 s of CPU with 40 MB of
@@ -281,7 +282,7 @@ def store_table(spark: SparkSession, root: str | os.PathLike[str], payload_type:
     if not isinstance(root, str | os.PathLike) or not os.fspath(root):
         raise SparkJobError(f"store_table: root must be a non-empty str or os.PathLike directory, got {root!r}")
     base = os.fsdecode(root)
-    cores = sorted(int(n[5:]) for n in (os.listdir(base) if os.path.isdir(base) else ()) if re.fullmatch(r"core_\d+", n))
+    cores = core_numbers(base)
     if not cores:
         raise SparkJobError(f"store_table: {base} holds no per-partition stores (core_0/, core_1/, ... as ingest_otlp writes them)")
     paths = pa.table({"core": pa.array(cores, pa.int32()), "path": [core_path(base, c) for c in cores]})
@@ -526,68 +527,73 @@ class _IngestTask:
         )
 
 
+class _StreamDecoders:
+    """One ``Decoder`` per stream, over rows that come stream by stream in ``sequence`` order (as
+    _in_stream_order puts them), kept across a task's batches."""
+
+    def __init__(self, signal: Signal | None, where: str = "") -> None:
+        self.signal, self.where = signal, where
+        self.stream: int | None = None
+        self.decoder = Decoder(signal)
+
+    def rows(self, batch: pa.RecordBatch, kept: int, convert: Callable[[OtapBundle | None], T]) -> Iterator[tuple[int, T]]:
+        """(row, convert(bundle)) for each (kept..., stream, sequence, otap) row; the bundle is None
+        for a request without records whose stream's signal is not known yet (its envelope carries
+        no table to tell it). SparkJobError naming stream and sequence when a row fails."""
+        streams, sequences = batch.column(kept).to_pylist(), batch.column(kept + 1).to_pylist()
+        for row, (stream, sequence, otap) in enumerate(zip(streams, sequences, batch.column(kept + 2).to_pylist(), strict=True)):
+            if stream != self.stream:
+                self.stream, self.decoder = stream, Decoder(self.signal)
+            try:
+                bar = BatchArrowRecords.from_bytes(otap)
+                bundle = self.decoder.decode(bar) if bar.payloads or self.decoder.signal is not None else None
+                yield row, convert(bundle)
+            except (OtapModelError, AdaptiveArrowError) as exc:
+                raise SparkJobError(f"{self.where}stream {stream}, sequence {sequence}: {exc}") from None
+
+
 class _DecodeTask:
-    """Decodes ordered (kept..., stream, sequence, otap) rows, one ``Decoder`` per stream."""
+    """Decodes ordered (kept..., stream, sequence, otap) rows to OTLP request bytes."""
 
     def __init__(self, signal: Signal | None, kept: int):
         self.signal, self.kept = signal, kept
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        decoder, current = Decoder(self.signal), None
+        decoders = _StreamDecoders(self.signal)
         for batch in batches:
-            stream_column, sequence_column = batch.column(self.kept), batch.column(self.kept + 1)
-            otlp = []
-            for stream, sequence, otap in zip(
-                stream_column.to_pylist(), sequence_column.to_pylist(), batch.column(self.kept + 2).to_pylist(), strict=True
-            ):
-                if stream != current:
-                    decoder, current = Decoder(self.signal), stream
-                try:
-                    bar = BatchArrowRecords.from_bytes(otap)
-                    if not bar.payloads and decoder.signal is None:
-                        # A request without records: its envelope carries no table to tell the signal,
-                        # and an export request without records is zero bytes whatever its signal.
-                        otlp.append(b"")
-                        continue
-                    otlp.append(to_otlp(decoder.decode(bar)).SerializeToString())
-                except (OtapModelError, AdaptiveArrowError) as exc:
-                    raise SparkJobError(f"stream {stream}, sequence {sequence}: {exc}") from None
-            columns = [*batch.columns[: self.kept], stream_column, sequence_column, pa.array(otlp, pa.binary())]
+            # an export request without records is zero bytes whatever its signal
+            otlp = [data for _, data in decoders.rows(batch, self.kept, _otlp_bytes)]
+            columns = [*batch.columns[: self.kept + 2], pa.array(otlp, pa.binary())]
             schema = pa.schema([*batch.schema][: self.kept] + list(DECODED_FIELDS))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _otlp_bytes(bundle: OtapBundle | None) -> bytes:
+    return b"" if bundle is None else to_otlp(bundle).SerializeToString()
+
+
 class _TableTask:
-    """Decodes ordered (kept..., stream, sequence, otap) rows, one ``Decoder`` per stream, and emits
-    the rows of one payload type's table in Spark's types."""
+    """Decodes ordered (kept..., stream, sequence, otap) rows and emits the rows of one payload
+    type's table in Spark's types, each after its envelope's kept, stream and sequence values."""
 
     def __init__(self, payload_type: PayloadType, kept: int):
         self.payload_type, self.kept = payload_type, kept
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        signal = signal_of(self.payload_type)
-        decoder, current = Decoder(signal), None
-        schema = None
+        decoders = _StreamDecoders(signal_of(self.payload_type), f"decode_table({self.payload_type.name}): ")
+        spark_rows = functools.partial(_spark_rows, payload_type=self.payload_type)
         for batch in batches:
-            if schema is None:
-                schema = pa.schema([*batch.schema][: self.kept + 2] + list(spark_schema(self.payload_type)))
-            streams, sequences = batch.column(self.kept).to_pylist(), batch.column(self.kept + 1).to_pylist()
-            for row, (stream, sequence, otap) in enumerate(zip(streams, sequences, batch.column(self.kept + 2).to_pylist(), strict=True)):
-                if stream != current:
-                    decoder, current = Decoder(signal), stream
-                try:
-                    bar = BatchArrowRecords.from_bytes(otap)
-                    if not bar.payloads and decoder.signal is None:
-                        continue  # a request without records: no table, and no signal to check
-                    table = decoder.decode(bar).get(self.payload_type)
-                    if table is None or table.num_rows == 0:
-                        continue
-                    rows = to_spark_types(table, self.payload_type)
-                except (OtapModelError, AdaptiveArrowError) as exc:
-                    raise SparkJobError(f"decode_table({self.payload_type.name}): stream {stream}, sequence {sequence}: {exc}") from None
-                repeat = pa.array([row] * rows.num_rows, pa.int64())
-                prefix = [column.take(repeat) for column in batch.columns[: self.kept + 2]]
-                yield pa.RecordBatch.from_arrays([*prefix, *rows.columns], schema=schema)
+            schema = pa.schema([*batch.schema][: self.kept + 2] + list(spark_schema(self.payload_type)))
+            for row, rows in decoders.rows(batch, self.kept, spark_rows):
+                if rows is not None:
+                    prefix = [pa.repeat(column[row], rows.num_rows) for column in batch.columns[: self.kept + 2]]
+                    yield pa.RecordBatch.from_arrays([*prefix, *rows.columns], schema=schema)
+
+
+def _spark_rows(bundle: OtapBundle | None, payload_type: PayloadType) -> pa.RecordBatch | None:
+    """The bundle's table of `payload_type` in Spark's types; None when it has no rows of it."""
+    table = None if bundle is None else bundle.get(payload_type)
+    return None if table is None or table.num_rows == 0 else to_spark_types(table, payload_type)
 
 
 class _StoreTableTask:
@@ -610,11 +616,10 @@ class _StoreTableTask:
                     for number, item in enumerate(stored):
                         if set(item.bundle.slots) <= {PROGRESS_SLOT}:
                             continue  # only a producer-progress record: input without records
-                        table = decoder.decode_records(item.bundle).get(self.payload_type)
-                        if table is None or table.num_rows == 0:
+                        rows = _spark_rows(decoder.decode_records(item.bundle), self.payload_type)
+                        if rows is None:
                             continue
-                        rows = to_spark_types(table, self.payload_type)
-                        prefix = [pa.array([value] * rows.num_rows, f.type) for value, f in
+                        prefix = [pa.repeat(pa.scalar(value, f.type), rows.num_rows) for value, f in
                                   zip((core, number, item.segment_seq, item.bundle_index), STORE_TABLE_FIELDS, strict=True)]
                         yield pa.RecordBatch.from_arrays([*prefix, *rows.columns], schema=schema)
                 except (QuiverError, OtapModelError, AdaptiveArrowError) as exc:

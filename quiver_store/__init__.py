@@ -8,7 +8,7 @@ from .config import (
     SubscriberConfig,
     WalConfig,
 )
-from .engine import BundleReceipt, QuiverStore, core_path, open_cores
+from .engine import BundleReceipt, QuiverStore, core_numbers, core_path, open_cores
 from .errors import (
     BundleError,
     ConfigError,
@@ -50,6 +50,7 @@ __all__ = [
     "SubscriberConfig",
     "Subscription",
     "WalConfig",
+    "core_numbers",
     "core_path",
     "default_fingerprint",
     "load_dataset",

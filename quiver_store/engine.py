@@ -21,6 +21,7 @@ import collections
 import errno
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -225,6 +226,16 @@ def core_path(root: str, core: int) -> str:
     if isinstance(core, bool) or not isinstance(core, int) or core < 0:
         raise ConfigError(f"core must be an int >= 0, got {core!r}")
     return os.path.join(_store_path(root), f"core_{core}")
+
+
+def core_numbers(root: str | os.PathLike[str]) -> list[int]:
+    """The N of every per-core store directory `core_N` under `root`, ascending (none when `root`
+    is not a directory)."""
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        return []
+    return sorted(int(n[len("core_"):]) for n in os.listdir(root)
+                  if re.fullmatch(r"core_\d+", n) and os.path.isdir(os.path.join(root, n)))
 
 
 def open_cores(

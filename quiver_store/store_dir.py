@@ -26,7 +26,7 @@ import os
 import re
 
 from . import progress_ledger, seq_floor
-from .engine import LOCK_NAME, SEGMENT_SUFFIX
+from .engine import LOCK_NAME, SEGMENT_SUFFIX, core_numbers
 from .errors import NotAStoreError
 from .wal import sidecar
 from .wal.rotation import ACTIVE
@@ -86,7 +86,7 @@ def _hint(path: str) -> str:
     name, parent = os.path.basename(norm), os.path.dirname(norm) or "."
     if name in ("wal", "segments") and os.path.isdir(os.path.join(parent, "wal" if name == "segments" else "segments")):
         return f" (it is the {name}/ directory of the store {parent}: pass {parent})"
-    cores = sorted(n for n in os.listdir(path) if re.fullmatch(r"core_\d+", n) and os.path.isdir(os.path.join(path, n)))
+    cores = [f"core_{n}" for n in core_numbers(path)]
     if cores:
         return f" (it holds the per-core stores {', '.join(cores[:3])}{', ...' if len(cores) > 3 else ''}: pass one of them)"
     return ""

@@ -536,3 +536,13 @@ def test_malformed_record_bundles_raise_bundle_error(tmp_path):
         store.ingest(simple(2))
         store.flush()
         assert values(store) == [0, 2]
+
+
+def test_core_numbers_lists_per_core_store_directories_in_numeric_order(tmp_path):
+    from quiver_store import core_numbers
+
+    for name in ("core_10", "core_2", "core_x", "other"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "core_3").write_text("a file, not a store")
+    assert core_numbers(tmp_path) == [2, 10]
+    assert core_numbers(tmp_path / "missing") == []

@@ -60,15 +60,11 @@ class Request:
     fmt: str  # otlp-proto, otlp-json or zipkin-json
     data: bytes
     where: str  # the file, and the line or message within it when it holds several
-    framing: str = ""  # how it was cut out of the file ("" for a whole file), for error messages
+    read_as: str  # the format and how it was cut out of the file, for error messages
 
     @property
     def label(self) -> str:
-        if self.framing.endswith("JSON Lines"):
-            read_as = self.framing.replace("JSON Lines", "OTLP/JSON Lines")
-        else:
-            read_as = ", ".join(filter(None, [LABELS[self.fmt], self.framing]))
-        return f"{self.where} (read as {read_as})"
+        return f"{self.where} (read as {self.read_as})"
 
 
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
@@ -118,25 +114,25 @@ def detect_format(path: Path, data: bytes, input_format: str) -> str:
 def requests(path: Path, data: bytes, input_format: str) -> Iterator[Request]:
     """The export requests of one input file, in file order (see the module docstring)."""
     compressed = data[:4] == ZSTD_MAGIC
+    zstd = ", zstd file" if compressed else ""
     if compressed:
         data = unzstd(data, str(path))
     frames = length_prefixed(data)
     if frames is not None:
-        framing = "zstd file, length-prefixed" if compressed else "length-prefixed"
         for number, payload in enumerate(frames, 1):
             where = f"{path} message {number}"
             if payload[:4] == ZSTD_MAGIC:
                 payload = unzstd(payload, where)
             fmt = input_format if input_format != "auto" else ("otlp-json" if _first(payload) == b"{" else "otlp-proto")
-            yield Request(fmt, payload, where, framing)
+            yield Request(fmt, payload, where, f"{LABELS[fmt]}{zstd}, length-prefixed")
         return
     fmt = detect_format(path, data, input_format)
     lines = json_lines(data) if fmt == "otlp-json" else None
     if lines is None:
-        yield Request(fmt, data, str(path), "zstd file" if compressed else "")
+        yield Request(fmt, data, str(path), f"{LABELS[fmt]}{zstd}")
         return
     for number, line in lines:
-        yield Request(fmt, line, f"{path} line {number}", "zstd file, JSON Lines" if compressed else "JSON Lines")
+        yield Request(fmt, line, f"{path} line {number}", f"OTLP/JSON Lines{zstd}")
 
 
 def unzstd(data: bytes, where: str) -> bytes:
