@@ -48,7 +48,7 @@ from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
 from .wal.format import HEADER_LEN, decode_header
-from .wal.replay import RecoveryPlan
+from .wal.replay import RecoveryPlan, WalCutError
 
 
 def _ts(ns: int | None) -> str:
@@ -78,9 +78,9 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
         except CorruptionError as exc:
             desc = f"[red]{escape(str(exc))}"
-            plan = _open_plan(fs, wal_dir, seg_dir)
-            if plan is not None and any(a.kind == "recreate" and a.path == path for a in plan.actions):
-                desc = f"[yellow]{escape(str(exc))}: cut while being created (holds no acknowledged entry), QuiverStore.open recreates it"
+            reason = _recreated_intact(_open_plan(fs, wal_dir, seg_dir), path)
+            if reason is not None:
+                desc = f"[yellow]{escape(str(exc))}: {escape(reason)}; QuiverStore.open recreates it"
         wal.add_row(os.path.basename(path), _size(len(data)), desc)
     point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
     wal.caption = f"sidecar: {point}" if point else f"sidecar: {problem or 'none'}"
@@ -169,24 +169,26 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         table.add_column(col)
     files: list[WalFile] = []
     plan = _open_plan(fs, wal_dir, seg_dir)
-    recreated = {a.path for a in plan.actions if a.kind == "recreate"} if plan else set()
     for generation, path in wal_files(fs, wal_dir):
         scanned, errs = scan_wal_file(fs, generation, path)
         # What recovery calls damage, read from where it starts (the sidecar's point), which a scan
         # from the header cannot tell apart behind a reclaimed (zeroed) prefix.
-        errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path
-                 and not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs)]
-        if generation is None and path in recreated:
+        errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path and (
+                 isinstance(e, WalCutError) or not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs))]
+        reason = _recreated_intact(plan, path) if generation is None else None
+        if reason is not None:
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log
             table.add_row(
-                os.path.relpath(path, args.path), f"{fs.file_size(path)} bytes",
-                "[yellow]cut while being created (holds no acknowledged entry): QuiverStore.open recreates it",
+                os.path.relpath(path, args.path), f"{fs.file_size(path)} bytes", f"[yellow]{escape(reason)}: QuiverStore.open recreates it"
             )
             continue
         files.append(scanned)
         errors += errs
         checked = f"{len(scanned.entries)} entries"
-        if scanned.torn_tail is not None:  # as recovery says: the end of the log, cut at that offset on open
+        read_from = next((f.start for f in plan.files if f.path == path), HEADER_LEN) if plan else HEADER_LEN
+        if scanned.torn_tail is not None and scanned.torn_tail < read_from:  # zeros of a reclaimed prefix
+            checked += f", bytes [{HEADER_LEN}, {read_from}) reclaimed into segments"
+        elif scanned.torn_tail is not None:  # as recovery says: the end of the log, cut at that offset on open
             checked += f", torn tail at {scanned.torn_tail} (end of log)"
         table.add_row(os.path.relpath(path, args.path), checked, "[red]CORRUPT" if errs else "[green]ok")
     side = os.path.join(wal_dir, sidecar.NAME)
@@ -312,6 +314,13 @@ def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where
             w.write_batch(batch)
 
 
+def _recreated_intact(plan: RecoveryPlan | None, path: str) -> str | None:
+    """Why recovery recreates this WAL file when that loses nothing (no damage reported for it)."""
+    if plan is None or any(e.path == path for e in plan.corruptions):
+        return None
+    return next((a.reason for a in plan.actions if a.kind == "recreate" and a.path == path), None)
+
+
 def _open_plan(fs: FileSystem, wal_dir: str, seg_dir: str) -> RecoveryPlan | None:
     """What point-in-time recovery would do on QuiverStore.open; None when the plan cannot be made
     or there is no WAL. Quiet: verify and inspect report the damage the planning meets themselves
@@ -417,6 +426,8 @@ def _replay_wal(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         console.print(f"torn tail: {escape(str(plan.torn[0]))} at offset {plan.torn[1]} ({plan.torn[2]} bytes) — a normal end of log")
     for err in plan.corruptions:
         console.print(f"[red]corruption:[/red] {escape(str(err))}", soft_wrap=True)
+    if plan.sidecar_reset is not None:
+        console.print(escape(f"would reset the sidecar to {plan.sidecar_reset} (the file it names starts again)"))
     for act in plan.actions:
         if act.kind == "recreate":  # the whole file goes; a new empty log takes its place
             what = f"would recreate: {act.path} ({fs.file_size(act.path)} bytes) — {act.reason}"

@@ -422,7 +422,7 @@ class QuiverStore:
         covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, self.segments_dir, self._segment_info))
         self._wal_covered = covered
         # WAL: plan, act, then build the writer over what is left.
-        plan = replay.plan_recovery(fs, self.wal_dir, self.layout.cfg_hash, cfg.wal.recovery, covered)
+        plan = replay.plan_recovery(fs, self.wal_dir, self.layout.cfg_hash, cfg.wal.recovery, covered, cfg.wal.durability)
         replay.apply_plan(fs, plan)
         self._record_plan(plan)
         chunks = {g: fs.file_size(os.path.join(self.wal_dir, chunk_name(g))) for g in list_chunks(fs, self.wal_dir)}
@@ -430,7 +430,7 @@ class QuiverStore:
         active_file_size = fs.file_size(active) if fs.exists(active) else 0
         active_size = active_file_size if plan.active_end is None else plan.active_end  # before its zero tail
         active_gen = max([plan.active_generation] + [g + 1 for g in chunks])
-        point = plan.sidecar_point if plan.sidecar_problem is None else None
+        point = plan.sidecar_reset or (plan.sidecar_point if plan.sidecar_problem is None else None)
         self._wal = WalWriter(
             fs,
             self.wal_dir,
@@ -550,7 +550,12 @@ class QuiverStore:
         if plan.torn is not None:
             c["torn_tail_bytes"] += plan.torn[2]
         for err in plan.corruptions:
-            action = "resynchronised on the next valid frame" if plan.mode == "skip_corrupt" else "stopped here; the rest moved to wal/quarantine/"
+            if isinstance(err, replay.WalCutError):
+                action = "the log starts again after that file's header"
+            elif plan.mode == "skip_corrupt":
+                action = "resynchronised on the next valid frame"
+            else:
+                action = "stopped here; the rest moved to wal/quarantine/"
             self._report(err, action)
 
     def _report(self, err: QuiverError, action: str) -> None:

@@ -21,6 +21,7 @@ from .errors import CorruptionError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
 from .segment.reader import SegmentReader
 from .store_dir import check_store_dir
+from .wal import sidecar
 from .wal.bundle_codec import decode_bundle
 from .wal.format import HEADER_LEN, decode_header
 from .wal.replay import RecoveryPlan, plan_recovery
@@ -40,11 +41,11 @@ def wal_files(fs: FileSystem, wal_dir: str) -> list[tuple[int | None, str]]:
 
 def recovery_plan(fs: FileSystem, wal_dir: str, seg_dir: str, mode: str) -> tuple[RecoveryPlan | None, int]:
     """What recovery in `mode` would do, and the newest WAL sequence already in segments
-    (None: no WAL files)."""
+    (None: no WAL files and no sidecar, nothing was ever logged)."""
     floor, _ = seq_floor.read(fs, seg_dir) if fs.exists(seg_dir) else (seq_floor.SequenceFloor(), None)
     covered = max(floor.wal_covered - 1, newest_covered_sequence(fs, seg_dir) if fs.exists(seg_dir) else -1)
     files = wal_files(fs, wal_dir)
-    if not files:
+    if not files and not fs.exists(os.path.join(wal_dir, sidecar.NAME)):
         return None, covered
     return plan_recovery(fs, wal_dir, _layout_hash(fs, files), mode, covered), covered
 

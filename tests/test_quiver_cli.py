@@ -185,12 +185,12 @@ def test_replay_says_what_open_does_with_a_half_created_active_wal(tmp_path, cap
         )
         assert "refuse" not in out and "entries to replay into the open segment: 0" in out
         assert main(["verify", str(tmp_path)]) == 0  # was: CORRUPT, exit 1
-        out = " ".join(capsys.readouterr().out.split())
-        assert "cut while being created (holds no acknowledged entry): QuiverStore.open recreates it" in out
+        out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the cell wraps
+        assert "cut while being created (it holds no acknowledged entry): QuiverStore.open recreates it" in out
         assert "CORRUPT" not in out
         assert main(["inspect", str(tmp_path)]) == 0
         out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the cell wraps
-        assert "cut while being created (holds no acknowledged entry), QuiverStore.open recreates it" in out
+        assert "cut while being created (it holds no acknowledged entry); QuiverStore.open recreates it" in out
         with QuiverStore.open(tmp_path, StoreConfig(wal=WalConfig(recovery=recovery))) as store:
             assert list(store.bundles()) == []
         assert wal.read_bytes() != content  # a new log
@@ -289,30 +289,56 @@ def test_verify_finds_a_corrupt_entry_behind_a_reclaimed_prefix(tmp_path, capsys
     assert main(["verify", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert f"{wal} at offset {offset}: corrupt WAL entry (CRC32C mismatch" in out.replace("\n", "")
+    checked = " ".join(out.replace("│", " ").split())
+    assert f"bytes [30, {offset}) reclaimed into segments" in checked and "torn tail" not in checked  # was: torn tail at 30
     assert main(["replay", str(tmp_path)]) == 1
 
 
 def test_a_store_reopened_under_another_layout_still_verifies_clean(tmp_path, capsys):
-    """Every entry in segments, the store reopened under another layout: open starts a fresh WAL
-    while the sidecar keeps pointing at the old log's end, beyond the new file. A normal state
-    (recovery scans such a file from its header), not damage: a check that took the sidecar's
-    offset for a minimum file size failed this store (session 16, reverted before it landed)."""
+    """Every entry in segments, the store reopened under another layout: the old log's entries
+    were punched out, so open recreates the file under the new layout. The sidecar goes back to
+    the new file's header with it (it kept pointing past the new file's end before, which made the
+    writer punch out new entries, tests/test_wal_sidecar.py), and verify and replay are clean."""
     from adaptive_arrow import Encoder
     from adaptive_arrow.store_layout import OTAP_LAYOUT
     from otap_model import generate
     from quiver_store.fs import DEFAULT_FS
     from quiver_store.wal import sidecar
+    from quiver_store.wal.format import HEADER_LEN
 
     encoder = Encoder("logs")
     with QuiverStore.open(tmp_path, QUIET, layout=OTAP_LAYOUT) as store:
         for b in generate("logs", 4_000, batch_size=1_000, seed=3):
             store.ingest(encoder.encode_records(b))
         store.flush()
+        if not store.stats()["wal_hole_punching"]:
+            pytest.skip("no hole punching here: the old log is rewritten, not zeroed, and open refuses the other layout")
     QuiverStore.open(tmp_path, QUIET).close()  # the default layout
-    point, _ = sidecar.read(DEFAULT_FS, str(tmp_path / "wal"))
-    assert point is not None and point.offset > (tmp_path / "wal" / "quiver.wal").stat().st_size
+    assert sidecar.read(DEFAULT_FS, str(tmp_path / "wal")) == (sidecar.TruncatePoint(HEADER_LEN, 0), None)
     assert main(["verify", str(tmp_path)]) == 0, capsys.readouterr().out
     assert main(["replay", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("keep", [0, 12, 100, None], ids=["emptied", "12 bytes", "100 bytes", "deleted"])
+def test_a_wal_cut_below_the_sidecars_offset_is_corruption(tmp_path, capsys, keep):
+    """Was: verify and replay said the cut file 'holds no acknowledged entry' (under a header's
+    length: 'cut while being created') or merely ignored the sidecar, and open recreated or
+    rescanned it in silence; the WAL-only bundle was gone without a word. The store keeps the
+    sidecar in step with every file it starts afresh, so a file shorter than the sidecar's
+    (checksummed) offset was cut."""
+    offset = crash_after_a_segment(tmp_path)
+    wal = tmp_path / "wal" / "quiver.wal"
+    if keep is None:
+        wal.unlink()
+        expected = f"{wal} at offset 0: the file is missing, but the sidecar records that its first {offset} bytes were written"
+    else:
+        wal.write_bytes(wal.read_bytes()[:keep])
+        expected = f"{wal} at offset {keep}: the file is {keep} bytes, but the sidecar records that its first {offset} bytes were written"
+    assert main(["verify", str(tmp_path)]) == 1
+    assert keep is None or expected in " ".join(capsys.readouterr().out.split()).replace("│", "")
+    assert main(["replay", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert expected in out and "holds no acknowledged entry" not in out
 
 
 # -- paths that are not a store ----------------------------------------------------------------------

@@ -39,6 +39,10 @@ class FileScan:
     end: int | None = None  # where the zero-filled tail of the active file begins (None: no such tail)
 
 
+class WalCutError(CorruptionError):
+    """A WAL file shorter than the sidecar says it was written: the entries after that point are gone."""
+
+
 @dataclass(frozen=True)
 class Action:
     kind: str  # "truncate" | "quarantine" | "quarantine_file" | "zero" | "delete_covered" | "recreate"
@@ -61,6 +65,8 @@ class RecoveryPlan:
     corruptions: list[CorruptionError] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     last_sequence: int = -1  # highest valid sequence seen anywhere (covered or not)
+    sidecar_reset: sidecar.TruncatePoint | None = None  # written first by apply_plan: the sidecar named a
+    # position past the end of a log that recovery cuts or recreates; scanning restarts at its header
 
     @property
     def active_end(self) -> int | None:
@@ -90,17 +96,57 @@ def _check_header(data: bytes, path: str, cfg_hash: bytes) -> None:
         )
 
 
-def _creation_cut_short(data: bytes, cfg_hash: bytes) -> bool:
-    """The active file holds no complete header and nothing but zeros after it: the power went out
-    between its creation and the fdatasync of its header (which precedes every append), so it
-    cannot hold an acknowledged entry. A torn write may leave garbage in the header bytes."""
+def _holds_no_entry(data: bytes, cfg_hash: bytes) -> bool:
+    """The active file is shorter than a header, or has a header other than this layout's and
+    nothing but zeros after it: it holds no entry to replay, so recovery recreates it. Either the
+    power went out between its creation and the fdatasync of its header (which precedes every
+    append; a torn write may leave garbage in the header bytes), or every entry of a log written
+    under another layout was reclaimed into segments (its prefix punched out). Whether entries
+    were lost is the sidecar's to say (`_behind_sidecar`)."""
     if len(data) >= HEADER_LEN and data[:HEADER_LEN] == encode_header(cfg_hash):
         return False
     return len(data) < HEADER_LEN or not any(memoryview(data)[HEADER_LEN:])
 
 
-def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, covered_sequence: int) -> RecoveryPlan:
-    """Scan the WAL from the sidecar point; decide (without changing anything) what recovery does."""
+def _no_entry_reason(data: bytes, plan: RecoveryPlan, path: str) -> str:
+    if any(e.path == path for e in plan.corruptions):
+        return "nothing of the log is left to read"
+    try:
+        header = decode_header(data, path)
+    except CorruptionError:
+        return "active WAL file was cut while being created (it holds no acknowledged entry)"
+    return (f"its header names another layout (segment_cfg_hash {header.cfg_hash.hex()}) and every byte after it is "
+            "zero: it holds no entry (all reclaimed into segments, or cut while being created)")
+
+
+def _behind_sidecar(plan: RecoveryPlan, point: sidecar.TruncatePoint, path: str, size: int | None, durability: str) -> None:
+    """The sidecar (checksummed) says the first `point.offset` bytes of this file were written, yet
+    it is shorter (or gone). The store keeps the sidecar in step whenever it starts a file afresh,
+    so under durability 'fsync' (every entry synced before the sidecar can pass it) the file was
+    cut since and acknowledged entries after that point are lost: corruption. Under 'os' or 'none'
+    a power loss leaves this too. Either way the sidecar goes back to the file's header (`apply_plan`),
+    so the writer never takes the missing bytes for a reclaimable prefix of the new log."""
+    plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, point.generation)
+    plan.sidecar_problem = f"sidecar offset {point.offset} is past the end of {path} ({size or 0} bytes)"
+    if durability != "fsync":
+        plan.sidecar_problem += f"; under wal.durability={durability!r} a power loss leaves this"
+        return
+    what = ("the file is missing" if size is None else f"the file is {size} bytes") + (
+        f", but the sidecar records that its first {point.offset} bytes were written (the entries before that are "
+        f"in segments): it was {'deleted' if size is None else 'cut'} since, and any acknowledged entry after that "
+        "point is lost")
+    if plan.mode == "strict":
+        raise WalCutError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path, size or 0)
+    plan.corruptions.append(WalCutError(what, path, size or 0))
+
+
+def plan_recovery(
+    fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, covered_sequence: int, durability: str = "fsync"
+) -> RecoveryPlan:
+    """Scan the WAL from the sidecar point; decide (without changing anything) what recovery does.
+
+    `durability` is the policy the log was written under: with "fsync" a WAL file shorter than the
+    sidecar's offset was cut (damage); with "os" or "none" a power loss leaves that too."""
     point, problem = sidecar.read(fs, wal_dir)
     gens = list_chunks(fs, wal_dir)
     active_path = os.path.join(wal_dir, ACTIVE)
@@ -112,6 +158,8 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
     files = [(g, os.path.join(wal_dir, chunk_name(g))) for g in gens]
     if fs.exists(active_path):
         files.append((active_gen, active_path))
+    elif point is not None and point.generation == active_gen and point.offset > HEADER_LEN:
+        _behind_sidecar(plan, point, active_path, None, durability)
     for g, path in files:
         if point is not None and g < point.generation:
             plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
@@ -119,16 +167,22 @@ def plan_recovery(fs: FileSystem, wal_dir: str, cfg_hash: bytes, mode: str, cove
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
-        if path == active_path and _creation_cut_short(data, cfg_hash):
-            plan.actions.append(Action("recreate", path, reason="active WAL file was cut while being created (it holds no acknowledged entry)"))
+        named = point if point is not None and gen == point.generation else None  # the file the sidecar names
+        if named is not None and named.offset > max(len(data), HEADER_LEN):  # an offset at the header promises no entry
+            _behind_sidecar(plan, named, path, len(data), durability)
+        if path == active_path and _holds_no_entry(data, cfg_hash):
+            if named is not None and named.offset > HEADER_LEN:
+                plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, gen)  # in step with the new file
+            plan.actions.append(Action("recreate", path, reason=_no_entry_reason(data, plan, path)))
             continue
         _check_header(data, path, cfg_hash)
         start = HEADER_LEN
-        if point is not None and gen == point.generation:
-            if point.offset > len(data) or point.offset < HEADER_LEN:
-                plan.sidecar_problem = f"sidecar offset {point.offset} is outside {path} ({len(data)} bytes); scanning it all"
+        if named is not None:
+            if named.offset > len(data) or named.offset < HEADER_LEN:
+                plan.sidecar_problem = plan.sidecar_problem or (
+                    f"sidecar offset {named.offset} is outside {path} ({len(data)} bytes); scanning it all")
             else:
-                start = point.offset
+                start = named.offset
         fscan = FileScan(path, gen, len(data), start)
         plan.files.append(fscan)
         view = memoryview(data)
@@ -199,6 +253,8 @@ def apply_plan(fs: FileSystem, plan: RecoveryPlan) -> None:
     """Perform the plan's actions; quarantined bytes are durable before they leave the log."""
     qdir = os.path.join(plan.wal_dir, QUARANTINE_DIR)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    if plan.sidecar_reset is not None:  # before the file changes: a crash in between leaves it in step
+        sidecar.write(fs, plan.wal_dir, plan.sidecar_reset)
     for act in plan.actions:
         if act.kind in ("delete_covered", "recreate"):
             fs.unlink(act.path)

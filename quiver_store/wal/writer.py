@@ -113,6 +113,10 @@ class WalWriter:
         else:
             self._create_active()
         point = truncate_point
+        if point is not None and point.generation == self.generation and point.offset > self.size:
+            # Recovery puts such a sidecar back to the header (replay.py, _behind_sidecar); were one
+            # to get through, bytes up to it would be taken for a covered prefix and punched out.
+            raise QuiverError(f"{path}: the truncate point {point} lies past the end of the log ({self.size} bytes)")
         if point is not None and point.generation == self.generation:
             # The prefix the sidecar covers is in segments: punched before the restart, or not yet.
             # Either way it must not count as usage again (punching a hole twice is harmless); below
