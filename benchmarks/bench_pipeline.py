@@ -39,6 +39,8 @@ from adaptive_arrow.store_layout import OTAP_LAYOUT
 from otap_model import OtapBundle, Signal, from_otlp, generate_otlp
 from quiver_store import IngestQueue, QuiverStore, StoreConfig, WalConfig
 
+from .bench_segment import segment_config
+
 MODES = ("encode", "serial", "overlapped")
 
 
@@ -86,13 +88,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="wal.preallocate bytes of zero tail (0: none; default %(default)s)")
     ap.add_argument("--direct-bundle-size", type=int, default=WalConfig().direct_bundle_size,
                     help="wal.direct_bundle_size: bundles this large skip the WAL (0: never; default: an eighth of the segment target)")
+    ap.add_argument("--segment-compression", default="none", metavar="CODEC[:LEVEL]",
+                    help="segment.compression: none (default), lz4, zstd, or zstd:3 with a level")
     ap.add_argument("--dir", default=None, help="directory on the file system to measure (default: a temp dir)")
     args = ap.parse_args(argv)
-    config = StoreConfig(wal=WalConfig(durability=args.durability, preallocate=args.preallocate, direct_bundle_size=args.direct_bundle_size))
+    config = StoreConfig(
+        segment=segment_config(args.segment_compression),
+        wal=WalConfig(durability=args.durability, preallocate=args.preallocate, direct_bundle_size=args.direct_bundle_size),
+    )
     base = Path(tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir))
     try:
         print(f"{args.batches} batches of {args.batch_size} root records per signal, {args.rounds} rounds, "
-              f"durability {args.durability}, wal.preallocate {args.preallocate}, "
+              f"durability {args.durability}, wal.preallocate {args.preallocate}, segment compression {args.segment_compression}, "
               f"direct_bundle_size {config.direct_bundle_size}, store in {base}")
         print(f"{'signal':8} {'mode':11} {'median ms':>10} {'per batch':>10} {'overhead':>9} {'flush ms':>9}  rounds (ms)")
         for name in args.signals.split(","):

@@ -1,7 +1,10 @@
 """Segment file throughput: accumulate, write (fsync included), open, read, verify, and the open
 time of 1,000 small segments. Prints a table; figures go to docs/benchmarks.md "Segment files".
 
-    .venv/bin/python -m benchmarks.bench_segment [--bundles N] [--dir DIR]
+    .venv/bin/python -m benchmarks.bench_segment [--bundles N] [--dir DIR] [--codecs none,lz4,zstd,zstd:3]
+
+With ``--codecs`` the stream-mode case is written once per segment compression codec
+(``SegmentConfig.compression``[:``compression_level``]; ``none``: uncompressed, the default).
 
 Data: OTAP logs bundles from the generator through one adaptive encoder (stream mode: the
 dictionaries of consecutive bundles extend each other, the unification fast path), and the same
@@ -77,12 +80,21 @@ def verify(path: str) -> None:
         reader.verify()
 
 
-def run_case(name: str, bundles: list[RecordBundle], workdir: str) -> list[tuple[str, str]]:
-    config = SegmentConfig(max_dictionary_size=65_535)
+def segment_config(codec: str) -> SegmentConfig:
+    """`none`, `lz4`, `zstd` or `zstd:3` as a SegmentConfig."""
+    name, _, level = codec.partition(":")
+    if name == "none":
+        return SegmentConfig()
+    return SegmentConfig(compression=name, compression_level=int(level) if level else None)  # type: ignore[arg-type]
+
+
+def run_case(name: str, bundles: list[RecordBundle], workdir: str, config: SegmentConfig | None = None) -> list[tuple[str, str]]:
+    config = config or SegmentConfig()
     t_acc, seg = timed(lambda: accumulate(bundles, config))
     assert isinstance(seg, OpenSegment)
     path = os.path.join(workdir, f"{name}.qseg")
-    t_write, info = timed(lambda: write_segment(seg, path, 1, metadata={"signal": "logs"}))
+    codec = config.codec()
+    t_write, info = timed(lambda: write_segment(seg, path, 1, metadata={"signal": "logs"}, compression=codec))
     size = info.size_bytes  # type: ignore[attr-defined]
     t_open, _ = timed(lambda: SegmentReader.open(path).close(), repeat=20)
     t_read, _ = timed(lambda: read_all(path))
@@ -131,11 +143,10 @@ def open_many(workdir: str, count: int = 1000) -> tuple[float, float]:
     seg = accumulate([bundle], SegmentConfig())
     d = os.path.join(workdir, "many")
     os.makedirs(d)
-    first = os.path.join(d, f"{0:016d}.qseg")
-    write_segment(seg, first, 0, metadata={"signal": "logs"})
-    for i in range(1, count):  # identical bytes but the seq: copy, then patching is not needed for timing opens
-        shutil.copyfile(first, os.path.join(d, f"{i:016d}.qseg"))
+    for i in range(count):  # each file holds its own sequence number (readers check it against the name)
+        write_segment(seg, os.path.join(d, f"{i:016d}.qseg"), i, metadata={"signal": "logs"})
     paths = sorted(os.path.join(d, f) for f in os.listdir(d))
+    first = paths[0]
 
     def open_all() -> None:
         for p in paths:
@@ -150,16 +161,19 @@ def main() -> None:
     parser.add_argument("--bundles", type=int, default=2000)
     parser.add_argument("--rows", type=int, default=100)
     parser.add_argument("--dir", default=None, help="work directory on the disk to measure (default: a temp dir)")
+    parser.add_argument("--codecs", default="none", help="segment compression codecs to compare, comma-separated")
     args = parser.parse_args()
+    codecs = args.codecs.split(",")
+    configs = [segment_config(c) for c in codecs]  # bad names fail before the slow part
     workdir = tempfile.mkdtemp(prefix="bench_segment_", dir=args.dir)
     try:
         base = otap_bundles(args.bundles, args.rows)
-        rows = run_case("otap-logs (prefix dictionaries)", base, workdir)
-        rows2 = run_case("otap-logs (per-bundle dictionaries)", independent_bundles(args.bundles, args.rows), workdir)
+        tables = [run_case(f"otap-logs (prefix dictionaries), {c}", base, workdir, cfg) for c, cfg in zip(codecs, configs)]
+        tables.append(run_case("otap-logs (per-bundle dictionaries)", independent_bundles(args.bundles, args.rows), workdir))
         t_many, small = open_many(workdir)
         us_append = small_accumulate()
         print(f"{'metric':<52} {'value'}")
-        for table in (rows, rows2):
+        for table in tables:
             for k, v in table:
                 print(f"{k:<52} {v}")
             print()

@@ -11,6 +11,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Literal
 
+import pyarrow as pa
+
 from .errors import ConfigError
 
 MiB = 1 << 20
@@ -59,6 +61,17 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
+Compression = Literal["lz4", "zstd"]
+
+
+def _check_level(codec: str, level: object) -> None:
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise ConfigError(f"segment.compression_level must be an int, got {type(level).__name__} {level!r}")
+    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    if not low <= level <= high:
+        raise ConfigError(f"segment.compression_level {level} is outside {codec}'s range [{low}, {high}]")
+
+
 @dataclass(frozen=True)
 class SegmentConfig:
     """When the open segment is finalized into an immutable segment file."""
@@ -67,12 +80,26 @@ class SegmentConfig:
     max_open_duration: float = 5.0  # seconds; a timer finalizes even when no data arrives
     max_stream_count: int = 512  # distinct (slot, schema fingerprint) streams per segment
     max_dictionary_size: int = 65_535  # unified dictionary entries per column before a stream rotates
+    compression: Compression | None = None  # Arrow IPC body compression of segment streams
+    compression_level: int | None = None  # the codec's level (None: its default; zstd 1 to 22)
 
     def __post_init__(self) -> None:
         _positive(self, "segment", "target_size", integer=True)
         _positive(self, "segment", "max_open_duration")
         _positive(self, "segment", "max_stream_count", integer=True)
         _positive(self, "segment", "max_dictionary_size", integer=True)
+        if self.compression is not None:
+            _choice("segment.compression", self.compression, ("lz4", "zstd"))
+            if self.compression_level is not None:
+                _check_level(self.compression, self.compression_level)
+        elif self.compression_level is not None:
+            raise ConfigError("segment.compression_level is set but segment.compression is None: name a codec")
+
+    def codec(self) -> pa.Codec | None:
+        """The pyarrow codec segment streams are written with (None: uncompressed)."""
+        if self.compression is None:
+            return None
+        return pa.Codec(self.compression, self.compression_level)
 
 
 @dataclass(frozen=True)

@@ -447,6 +447,7 @@ class QuiverStore:
         self._wal.on_full = lambda reason: self._request_seal(f"WAL cap: {reason}")
         next_wal_seq = max(plan.last_sequence, covered) + 1
         self._direct_size = cfg.direct_bundle_size
+        self._segment_codec = cfg.segment.codec()
         self._committer = GroupCommitter(self._wal, cfg.wal, next_wal_seq, self._on_commit, before_sync=self._wake_applier)
         self._encoder = BundleEncoder(self.layout)
         self._listeners: list[Callable[[SegmentInfo], None]] = []
@@ -925,7 +926,10 @@ class QuiverStore:
             metadata[META_SIGNALS] = ",".join(signals)
         event_cols = {slot: cols[0] for slot, cols in self.layout.event_time_columns if cols}  # type: ignore[misc, union-attr]
         path = segment_path(self.segments_dir, seq)
-        info = write_segment(sealed.segment, path, seq, fs=self.fs, metadata=metadata, event_time_columns=event_cols)
+        info = write_segment(
+            sealed.segment, path, seq, fs=self.fs, metadata=metadata, event_time_columns=event_cols,
+            compression=self._segment_codec,
+        )
         self._next_segment_seq = seq + 1
         self._segment_sizes[seq] = info.size_bytes
         self._segment_infos[seq] = info

@@ -301,7 +301,7 @@ def test_an_ipc_stream_abandoned_by_a_write_error_never_writes_later(tmp_path):
     fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
     try:
         with pytest.raises(OSError, match="injected EIO"):
-            _write_ipc_file(_Out(fs, fd), batch.schema, [batch, batch])
+            _write_ipc_file(_Out(fs, fd), batch.schema, [batch, batch], None)
         after_error = list(fs.writes)
         gc.collect()
         assert fs.writes == after_error == after_error[:3]
@@ -313,9 +313,13 @@ cols = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4, u
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(cols, st.integers(0, 6), st.lists(st.text(max_size=3), min_size=1, max_size=5)), min_size=1, max_size=12))
-def test_random_bundles_round_trip(tmp_path_factory, spec):
-    """Random column subsets (schema drift), row counts and dictionaries round-trip in order."""
+@given(
+    st.lists(st.tuples(cols, st.integers(0, 6), st.lists(st.text(max_size=3), min_size=1, max_size=5)), min_size=1, max_size=12),
+    st.sampled_from([None, "lz4", "zstd"]),
+)
+def test_random_bundles_round_trip(tmp_path_factory, spec, compression):
+    """Random column subsets (schema drift), row counts and dictionaries round-trip in order, with
+    and without segment compression."""
     bundles = []
     for i, (names, rows, words) in enumerate(spec):
         data = {}
@@ -326,7 +330,7 @@ def test_random_bundles_round_trip(tmp_path_factory, spec):
                 data[name] = pa.array([j * i for j in range(rows)], pa.int64())
         bundles.append(RecordBundle({LOGS: pa.record_batch(data), 7: logs_l1(rows)}, ingestion_time_ns=i))
     tmp = tmp_path_factory.mktemp("seg")
-    _, _, path = write_read(tmp, bundles)
+    _, _, path = write_read(tmp, bundles, compression=SegmentConfig(compression=compression).codec())
     with SegmentReader.open(path) as reader:
         got = list(reader.bundles())
     assert len(got) == len(bundles)
@@ -372,12 +376,12 @@ def test_ipc_failure_midway_rewinds_the_stream_before_the_fallback(tmp_path, mon
 
     real, failed = writer._write_ipc_file, []
 
-    def fails_once_midway(out, schema, batches):
+    def fails_once_midway(out, schema, batches, options):
         if not failed:
             failed.append(out.offset)
             out.write(b"garbage that must not survive" * 100)
             raise pa.ArrowInvalid("injected: failed after writing")
-        return real(out, schema, batches)
+        return real(out, schema, batches, options)
 
     monkeypatch.setattr(writer, "_write_ipc_file", fails_once_midway)
     bundles = [RecordBundle({LOGS: logs_l1(50, i * 50), LOG_ATTRS: attrs(30, ["a", "b"])}, ingestion_time_ns=i) for i in range(3)]

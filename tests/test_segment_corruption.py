@@ -24,24 +24,29 @@ _FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCh
 _CACHE: dict[str, bytes] = {}
 
 
-def _segment_bytes(tmp_path_factory) -> bytes:
-    if "good" in _CACHE:
-        return _CACHE["good"]
-    seg = OpenSegment(SegmentConfig())
+def _segment_bytes(tmp_path_factory, compression: str | None = None) -> bytes:
+    """A small segment of four streams with dictionaries and a nested column, written with
+    `compression` (segment.compression: every stream body compressed)."""
+    key = f"good-{compression}"
+    if key in _CACHE:
+        return _CACHE[key]
+    config = SegmentConfig(compression=compression)  # type: ignore[arg-type]
+    seg = OpenSegment(config)
     seg.append(RecordBundle({30: logs_l1(5), 31: attrs(4, ["a", "b"])}, ingestion_time_ns=1))
     seg.append(RecordBundle({30: logs_l2(3), 1: attrs(1, ["h"])}, ingestion_time_ns=2))
     nested = pa.StructArray.from_arrays([dict_array([0, 1], ["x", "y"])], names=["s"])
     seg.append(RecordBundle({31: attrs(2, ["c"]), 40: pa.record_batch({"st": nested})}, ingestion_time_ns=3))
     path = str(tmp_path_factory.mktemp("good") / "1.qseg")
-    write_segment(seg, path, 1, fs=DEFAULT_FS, metadata={"signal": "logs"}, event_time_columns={30: "time_unix_nano"})
+    write_segment(seg, path, 1, fs=DEFAULT_FS, metadata={"signal": "logs"}, event_time_columns={30: "time_unix_nano"},
+                  compression=config.codec())
     with open(path, "rb") as f:
-        _CACHE["good"] = f.read()
-    return _CACHE["good"]
+        _CACHE[key] = f.read()
+    return _CACHE[key]
 
 
-@pytest.fixture(scope="module")
-def good(tmp_path_factory) -> bytes:
-    return _segment_bytes(tmp_path_factory)
+@pytest.fixture(scope="module", params=[None, "zstd", "lz4"], ids=["uncompressed", "zstd", "lz4"])
+def good(tmp_path_factory, request) -> bytes:
+    return _segment_bytes(tmp_path_factory, request.param)
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-sort", action="store_true", help="encode without sorting and delta ids")
     parser.add_argument("--spark", nargs="?", const="local[2]", metavar="MASTER",
                         help="encode in Spark tasks (master local[2] when none is given; needs the 'spark' extra)")
+    parser.add_argument("--segment-compression", choices=("none", "lz4", "zstd"), default="none",
+                        help="compress the store's segment files (Arrow IPC body compression; default none: "
+                             "read zero-copy from the page cache)")
 
 
 def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
@@ -65,11 +68,12 @@ def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quiver_store import RetentionConfig, SegmentConfig, StoreConfig
     from quiver_store.errors import QuiverError
 
     from ..config import EncoderConfig
     from ..errors import AdaptiveArrowError, SparkJobError
-    from ..pipeline import run_pipeline
+    from ..pipeline import KEEP_ACKED, run_pipeline
     from ..report import render
 
     signals = [Signal(s) for s in args.signal] if args.signal else list(Signal)
@@ -96,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             profile=args.profile,
             encoder_config=EncoderConfig(sort=not args.no_sort),
+            store_config=StoreConfig(
+                segment=SegmentConfig(compression=None if args.segment_compression == "none" else args.segment_compression),
+                retention=RetentionConfig(steady_state_headroom=KEEP_ACKED),
+            ),
             spark=spark,
         )
     except OSError as exc:

@@ -98,12 +98,14 @@ class _IpcSink:
         pass
 
 
-def _write_ipc_file(out: _Out, schema: pa.Schema, batches: list[pa.RecordBatch]) -> tuple[int, int]:
+def _write_ipc_file(
+    out: _Out, schema: pa.Schema, batches: list[pa.RecordBatch], options: pa.ipc.IpcWriteOptions | None
+) -> tuple[int, int]:
     """Write one Arrow IPC file at the current (aligned) offset; return its (size, crc32c)."""
     sink = _IpcSink(out)
     buffered = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=IPC_BUFFER)
     try:
-        with pa.ipc.new_file(buffered, schema) as writer:
+        with pa.ipc.new_file(buffered, schema, options=options) as writer:
             for batch in batches:
                 writer.write_batch(batch)
         buffered.close()  # flushes the last gathered bytes into the sink
@@ -125,9 +127,12 @@ def write_segment(
     fs: FileSystem = DEFAULT_FS,
     metadata: Mapping[str, str] | None = None,
     event_time_columns: Mapping[int, str] | None = None,
+    compression: pa.Codec | None = None,
 ) -> SegmentInfo:
-    """Write `segment` durably to `path`; return what was written. Raises QuiverError on an empty
-    segment or bad arguments; OSError from the file system propagates after the temp file is removed."""
+    """Write `segment` durably to `path`; return what was written. `compression` compresses every
+    stream's record and dictionary bodies (Arrow IPC body compression: readers need nothing else).
+    Raises QuiverError on an empty segment or bad arguments; OSError from the file system
+    propagates after the temp file is removed."""
     if segment.is_empty:
         raise QuiverError(f"segment {seq}: nothing to write (the open segment holds no bundle)")
     if not 0 <= seq < 1 << 64:
@@ -140,8 +145,9 @@ def write_segment(
         out = _Out(fs, fd)
         out.write(fmt.encode_header(seq))
         streams, schemas, placements = [], {}, []
+        options = None if compression is None else pa.ipc.IpcWriteOptions(compression=compression)
         for acc in segment.streams:
-            info, schema, where = _write_stream(out, acc, event_cols.get(acc.slot))
+            info, schema, where = _write_stream(out, acc, event_cols.get(acc.slot), options)
             streams.append(info)
             schemas[acc.stream_id] = schema
             placements.append(where)
@@ -195,14 +201,14 @@ def write_segment(
 
 
 def _write_stream(
-    out: _Out, acc: StreamAccumulator, event_column: str | None
+    out: _Out, acc: StreamAccumulator, event_column: str | None, options: pa.ipc.IpcWriteOptions | None
 ) -> tuple[StreamInfo, pa.Schema, list[tuple[int, int]]]:
     out.align(fmt.ALIGNMENT)
     offset = out.offset
     try:
         schema, chunks = unify_chunks(acc.schema, acc.chunks, acc.dictionaries)
         batches = _coalesce(chunks, acc.placements)
-        size, crc = _write_ipc_file(out, schema, batches)
+        size, crc = _write_ipc_file(out, schema, batches, options)
     except pa.ArrowException:
         # dictionaries pyarrow cannot unify or write (exotic nesting, value types): store the
         # stream's dictionary columns decoded rather than fail the finalize on every retry
@@ -210,7 +216,7 @@ def _write_stream(
         try:
             schema, chunks = decode_chunks(acc.schema, acc.chunks)
             batches = _coalesce(chunks, acc.placements)
-            size, crc = _write_ipc_file(out, schema, batches)
+            size, crc = _write_ipc_file(out, schema, batches, options)
         except pa.ArrowException as e:
             raise QuiverError(f"stream {acc.stream_id} (slot {acc.slot}) cannot be written as Arrow IPC: {e}") from e
     event = event_time_range(batches, event_column) if event_column else None
