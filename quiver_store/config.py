@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import pyarrow as pa
 
@@ -81,7 +81,7 @@ class SegmentConfig:
     max_stream_count: int = 512  # distinct (slot, schema fingerprint) streams per segment
     max_dictionary_size: int = 65_535  # unified dictionary entries per column before a stream rotates
     compression: Compression | None = None  # Arrow IPC body compression of segment streams
-    compression_level: int | None = None  # the codec's level (None: its default; zstd 1 to 22)
+    compression_level: int | None = None  # the codec's level (None: the codec's default, 1)
 
     def __post_init__(self) -> None:
         _positive(self, "segment", "target_size", integer=True)
@@ -89,7 +89,7 @@ class SegmentConfig:
         _positive(self, "segment", "max_stream_count", integer=True)
         _positive(self, "segment", "max_dictionary_size", integer=True)
         if self.compression is not None:
-            _choice("segment.compression", self.compression, ("lz4", "zstd"))
+            _choice("segment.compression", self.compression, get_args(Compression))
             if self.compression_level is not None:
                 _check_level(self.compression, self.compression_level)
         elif self.compression_level is not None:

@@ -194,3 +194,16 @@ def test_power_loss_while_recovery_puts_the_sidecar_back_loses_nothing(tmp_path)
         shutil.rmtree(tmp_path / f"live-{crash_at}")
         shutil.rmtree(image)
     assert crashes >= fs.ops * 0.9
+
+
+def test_the_writer_refuses_a_truncate_point_past_the_end_of_its_log(tmp_path):
+    """The last line of defence: a point past the log's end would make the writer punch out
+    entries it never saw go into segments."""
+    from quiver_store.wal.writer import WalWriter
+
+    with pytest.raises(QuiverError, match=r"quiver.wal: the truncate point .*offset=5000.* lies past the end of the log \(0 bytes\)"):
+        WalWriter(
+            DEFAULT_FS, str(tmp_path), WalConfig(), bytes(16), active_generation=0, active_size=0, chunks={},
+            truncate_point=sidecar.TruncatePoint(5_000, 0), punch_supported=True, backpressure_timeout=1.0,
+        )
+    assert list(tmp_path.iterdir()) == []  # refused before it created anything

@@ -106,17 +106,17 @@ class WalWriter:
                       "preallocated_bytes": 0, "preallocate_errors": 0}
         self.preallocate = config.preallocate if config.durability == "fsync" else 0
         path = os.path.join(wal_dir, ACTIVE)
+        point = truncate_point
+        if point is not None and point.generation == active_generation and point.offset > max(active_size, HEADER_LEN):
+            # Recovery puts such a sidecar back to the header (replay.py, _behind_sidecar); were one
+            # to get through, bytes up to it would be taken for a covered prefix and punched out.
+            raise QuiverError(f"{path}: the truncate point {point} lies past the end of the log ({active_size} bytes)")
         if active_size >= HEADER_LEN:
             self.fd = fs.open(path, os.O_WRONLY)
             self.size = active_size
             self.file_end = max(active_size, active_file_size or 0)
         else:
             self._create_active()
-        point = truncate_point
-        if point is not None and point.generation == self.generation and point.offset > self.size:
-            # Recovery puts such a sidecar back to the header (replay.py, _behind_sidecar); were one
-            # to get through, bytes up to it would be taken for a covered prefix and punched out.
-            raise QuiverError(f"{path}: the truncate point {point} lies past the end of the log ({self.size} bytes)")
         if point is not None and point.generation == self.generation:
             # The prefix the sidecar covers is in segments: punched before the restart, or not yet.
             # Either way it must not count as usage again (punching a hole twice is harmless); below
