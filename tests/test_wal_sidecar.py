@@ -52,16 +52,22 @@ def point_of(root: Path) -> sidecar.TruncatePoint | None:
     return point
 
 
-def test_a_reclaimed_wal_reopened_under_another_layout_keeps_every_later_acknowledged_bundle(tmp_path):
-    """Was: the open recreated the punched-out log under the new layout but left the sidecar at
-    the old log's end (1 MB on); at the WAL cap the writer punched the new file up to there, so a
-    crash then lost all 40 acknowledged bundles (recovery found the zeroed chunk and quarantined it)."""
-    with QuiverStore.open(tmp_path, QUIET, layout=OTHER_LAYOUT) as store:
+def reclaimed_under_another_layout(root: Path) -> None:
+    """Four 240 KB bundles stored under OTHER_LAYOUT and flushed: every WAL entry is in a segment
+    and punched out, so the WAL is a header and zeros, and the sidecar points 1 MB past it."""
+    with QuiverStore.open(root, QUIET, layout=OTHER_LAYOUT) as store:
         for i in range(4):
             store.ingest(bundle(i, 30_000))
         store.flush()
         if not store.stats()["wal_hole_punching"]:
             pytest.skip("no hole punching here: the old log is rewritten, not zeroed, and open refuses the other layout")
+
+
+def test_a_reclaimed_wal_reopened_under_another_layout_keeps_every_later_acknowledged_bundle(tmp_path):
+    """Was: the open recreated the punched-out log under the new layout but left the sidecar at
+    the old log's end (1 MB on); at the WAL cap the writer punched the new file up to there, so a
+    crash then lost all 40 acknowledged bundles (recovery found the zeroed chunk and quarantined it)."""
+    reclaimed_under_another_layout(tmp_path)
     old_end = point_of(tmp_path).offset
     assert old_end > 900_000
     capped = StoreConfig(segment=NO_TIMER, wal=WalConfig(max_size=400_000, rotation_size=400_000))
@@ -150,12 +156,7 @@ def test_power_loss_while_recovery_puts_the_sidecar_back_loses_nothing(tmp_path)
     from .powerloss import PowerLossFS
 
     template = tmp_path / "template"
-    with QuiverStore.open(template, QUIET, layout=OTHER_LAYOUT) as store:
-        for i in range(4):
-            store.ingest(bundle(i, 30_000))
-        store.flush()
-        if not store.stats()["wal_hole_punching"]:
-            pytest.skip("no hole punching here: the old log is rewritten, not zeroed, and open refuses the other layout")
+    reclaimed_under_another_layout(template)
 
     def workload(root: Path, crash_at: int | None) -> tuple[list[int], PowerLossFS]:
         shutil.copytree(template, root)
