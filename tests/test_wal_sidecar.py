@@ -208,3 +208,23 @@ def test_the_writer_refuses_a_truncate_point_past_the_end_of_its_log(tmp_path):
             truncate_point=sidecar.TruncatePoint(5_000, 0), punch_supported=True, backpressure_timeout=1.0,
         )
     assert list(tmp_path.iterdir()) == []  # refused before it created anything
+
+
+def test_a_stale_sidecar_left_by_an_older_build_is_reported_once_and_every_entry_replays(tmp_path):
+    """Before 191ac2d, reopening under another layout left the sidecar past the fresh WAL's end
+    (docs/user-guide.md). Such a store: one report, every entry of the fresh log replayed (it is
+    read from its header), the sidecar reset, the next open clean."""
+    store = QuiverStore.open(tmp_path, QUIET)
+    for i in range(3):
+        store.ingest(bundle(i))
+    store._abandon()
+    wal_size = (tmp_path / "wal" / "quiver.wal").stat().st_size
+    sidecar.write(DEFAULT_FS, str(tmp_path / "wal"), sidecar.TruncatePoint(wal_size + 1_000_000, 0))  # the old log's end
+    with pytest.raises(WalCutError):
+        QuiverStore.open(tmp_path, StoreConfig(segment=NO_TIMER, wal=WalConfig(recovery="strict")))
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert len(store.stats()["corruption_reports"]) == 1
+        store.flush()
+        assert values(store) == [0, 1, 2]
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.stats()["corruption_reports"] == [] and values(store) == [0, 1, 2]
