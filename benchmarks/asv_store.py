@@ -1,5 +1,5 @@
 """asv benchmarks of the Quiver store: group-committed ingest, large bundles written once or
-logged, WAL replay, opening many segments.
+logged, WAL replay, opening many segments, segment files written and read under each codec.
 
 The headline figures (against fdatasync latency and dd, in one run) come from bench_store.py;
 these track regressions between commits.
@@ -11,8 +11,10 @@ import shutil
 import tempfile
 import threading
 
+from benchmarks.bench_segment import accumulate, otap_bundles, read_all
 from benchmarks.bench_store import MiB, large_bundles, small_bundles, store_config
 from quiver_store import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_store.segment import write_segment
 
 _BUNDLES = small_bundles(400)
 _REPLAY_CFG = StoreConfig(segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0), wal=WalConfig(durability="os"))
@@ -119,3 +121,32 @@ class OpenSegments:
 
     def time_open(self) -> None:
         QuiverStore.open(self.dir, store_config()).close()
+
+
+class SegmentCompression:
+    """One segment of 400 stream-mode OTAP logs bundles (100 records each) under each
+    `segment.compression`: written (fsync included), read back whole, and its size."""
+
+    params = [None, "lz4", "zstd"]
+    param_names = ["segment_compression"]
+
+    def setup(self, codec: str | None) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asv-quiver-")
+        self.config = SegmentConfig(compression=codec)  # type: ignore[arg-type]
+        self.segment = accumulate(otap_bundles(400, 100), self.config)
+        self.path = f"{self.dir}/0000000000000001.qseg"
+        self.info = write_segment(self.segment, self.path, 1, compression=self.config.codec())
+
+    def teardown(self, codec: str | None) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_write_segment(self, codec: str | None) -> None:
+        write_segment(self.segment, f"{self.dir}/0000000000000002.qseg", 2, compression=self.config.codec())
+
+    def time_read_every_bundle(self, codec: str | None) -> None:
+        read_all(self.path)
+
+    def track_segment_bytes(self, codec: str | None) -> int:
+        return self.info.size_bytes
+
+    track_segment_bytes.unit = "bytes"  # type: ignore[attr-defined]
