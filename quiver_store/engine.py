@@ -461,6 +461,9 @@ class QuiverStore:
         # Applier state. One lock, three conditions, so each wake-up reaches only the thread it is for.
         # Blocks take the RLock itself, not a Condition: Condition.__enter__/__exit__ are Python code,
         # where a signal handler's exception (sys.exit in a SIGTERM handler) can leave the lock held.
+        # Wake-ups are notify_all, never notify(): an exception landing inside notify() between its
+        # release of a waiter and that waiter's removal leaves a stale waiter that the next notify()
+        # releases instead of the live one (wal/preallocator.py), a wake-up lost for good.
         self._lock = lock = threading.RLock()
         self._cv = threading.Condition(lock)  # progress: inbox drained (_admit), sealed queue shrank (_seal)
         self._apply_cv = threading.Condition(lock)  # the applier waits here for inbox items
@@ -694,7 +697,7 @@ class QuiverStore:
                     self._inbox.append(("entry", r.sequence, r.position, n, bundle, n, hints))
                 self._inbox_bytes += n
             if self._applier_prompt or direct:
-                self._apply_cv.notify()
+                self._apply_cv.notify_all()
 
     def _wake_applier(self) -> None:
         """Group-commit hook, run right before an fdatasync: apply earlier entries while it waits.
@@ -705,7 +708,7 @@ class QuiverStore:
         APPLY_LINGER timeout. An idle applier is woken at once by `_on_commit`."""
         if len(self._inbox) >= APPLY_BATCH:
             with self._lock:
-                self._apply_cv.notify()
+                self._apply_cv.notify_all()
 
     # -- applier -----------------------------------------------------------------------------------
     def _push(self, item: tuple) -> None:
@@ -718,7 +721,7 @@ class QuiverStore:
             if item[0] == "entry":
                 self._inbox_bytes += item[5]
             self._inbox.append(item)
-            self._apply_cv.notify()
+            self._apply_cv.notify_all()
 
     def _wait_applied(self) -> None:
         fut: Future = Future()
@@ -829,7 +832,7 @@ class QuiverStore:
                 return
             self._sealed.append(_Sealed(segment, seq, seq, None, "direct", [written], direct=True))
             self.stats_counters["direct_bundles"] += 1
-            self._finalize_cv.notify()
+            self._finalize_cv.notify_all()
 
     def _start_segment(self, seq: int) -> None:
         self._open = OpenSegment(self.config.segment)
@@ -857,7 +860,7 @@ class QuiverStore:
             if trigger:  # let go of the open segment only once it is queued: an error cannot drop it
                 self._open = None
                 self.stats_counters[trigger] += 1
-            self._finalize_cv.notify()
+            self._finalize_cv.notify_all()
 
     def _wait_for_room(self) -> None:
         """Called holding the lock. Memory bound: at most one sealed segment waits while another is

@@ -89,7 +89,7 @@ class GroupCommitter:
         with self._lock:
             self._arriving -= 1
             if self._gathering and not self._arriving:  # it waits for all of them: wake it once
-                self._gather.notify()
+                self._gather.notify_all()
 
     def append(self, ts: int, bitmap: int, parts: list, parts_len: int, payload: Any, *, announced: bool = False) -> Pending:
         """Queue one entry; return once it is durable under the configured policy."""
@@ -126,7 +126,7 @@ class GroupCommitter:
         if announced:
             self._arriving -= 1
             if self._gathering and not self._arriving:  # it waits for all of them: wake it once
-                self._gather.notify()
+                self._gather.notify_all()
         if self._failed is not None:
             raise QuiverError(f"the WAL stopped accepting writes after {_stop_reason(self._failed)}; close and reopen the store")
         seq = self._next_seq

@@ -24,7 +24,13 @@ RETRY_DELAY = 1.0  # seconds before trying again after a failed zero-fill write 
 
 
 class Preallocator:
-    """One thread per store; `request()` (cheap, called by the writer) wakes it when the tail is short."""
+    """One thread per store; `request()` (cheap, called by the writer) wakes it when the tail is short.
+
+    Wake-ups use `notify_all`: `Condition.notify()` is Python code, and a signal's exception (Ctrl-C
+    in the producer that called `request()`) landing between its `release()` of the waiter and its
+    removal from the waiter list leaves that stale waiter first in the list; the next `notify()`
+    then releases the stale one instead of the thread's, and `stop()` waited for a join that never
+    came (the interrupt torture's hang in close)."""
 
     def __init__(self, writer: WalWriter, name: str) -> None:
         self.writer = writer
@@ -38,13 +44,13 @@ class Preallocator:
         with self._wake:
             if not self._requested:
                 self._requested = True
-                self._wake.notify()
+                self._wake.notify_all()
 
     def stop(self) -> None:
         """Stop and join the thread (an extension in progress finishes first)."""
         with self._wake:
             self._stopping = True
-            self._wake.notify()
+            self._wake.notify_all()
         self._thread.join()
 
     def _run(self) -> None:
