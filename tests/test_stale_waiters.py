@@ -1,62 +1,92 @@
 """A signal's exception inside `threading.Condition.notify()` (pure Python) can land between its
 release of a waiter and the waiter's removal from the list: the list then starts with a stale,
-already consumed waiter. A later `notify()` releases that one and not the thread actually waiting,
-so the wake-up is lost. The interrupt torture hung this way in `close()` (the WAL preallocator's
-`stop()` joined a thread that never woke). The store's threads are woken with `notify_all()`,
-which releases every waiter; these tests put a stale waiter in place and check each wake-up still
-arrives."""
+already consumed waiter, and a later `notify()` releases that one instead of the thread actually
+waiting, so that wake-up is lost. The interrupt torture hung this way in `close()` (the WAL
+preallocator's `stop()` joined a thread that never woke). The store wakes its threads with
+`notify_all()`, which releases every waiter. These tests raise KeyboardInterrupt at exactly that
+statement of `notify()`, then check the next wake-up still arrives."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 import threading
 import time
 
 import pyarrow as pa
+import pytest
 
 from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig
+from quiver_store.engine import APPLY_LINGER
 from quiver_store.wal.preallocator import Preallocator
 
-
-def stale_waiter(condition: threading.Condition) -> None:
-    """What an interrupted notify() leaves: a consumed (locked) waiter first in the list."""
-    lock = threading.Lock()
-    lock.acquire()
-    condition._waiters.appendleft(lock)  # type: ignore[attr-defined]
+from .signal_windows import run_on_a_thread
 
 
-def waiting(condition: threading.Condition, count: int = 1, timeout: float = 5.0) -> None:
+def cut_notify(condition: threading.Condition):  # type: ignore[no-untyped-def]
+    """A trace function raising KeyboardInterrupt in `condition`'s notify(), after it released a
+    waiter and before it removed it from the list (other conditions' notify() calls run as usual)."""
+    lines, first = inspect.getsourcelines(threading.Condition.notify)
+    target = first + next(i for i, text in enumerate(lines) if "waiters.remove(waiter)" in text)
+    code = threading.Condition.notify.__code__
+
+    def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "line" and frame.f_lineno == target and frame.f_locals.get("self") is condition:
+            raise KeyboardInterrupt
+        return local
+
+    return lambda frame, event, arg: local if frame.f_code is code else None
+
+
+def waiters(condition: threading.Condition, count: int, timeout: float = 5.0) -> None:
+    """Wait until `count` waiters are in the condition's list (the stale one counts)."""
     deadline = time.monotonic() + timeout
     while len(condition._waiters) < count:  # type: ignore[attr-defined]
-        assert time.monotonic() < deadline, "the thread never started waiting"
+        assert time.monotonic() < deadline, "the thread never went back to waiting"
         time.sleep(0.001)
 
 
-class NoWriter:
-    stats: dict[str, int] = {}
+def interrupted(call, condition: threading.Condition) -> None:  # type: ignore[no-untyped-def]
+    """`call()` on a thread where the signal lands inside `condition`'s notify(), after the
+    waiter's release."""
+
+    def body() -> None:
+        sys.settrace(cut_notify(condition))
+        with pytest.raises(KeyboardInterrupt):
+            call()
+
+    run_on_a_thread(body)
+
+
+class Extends:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.stats: dict[str, int] = {}
 
     def extend_tail(self) -> None:
-        pass
+        self.calls += 1
 
 
-def test_the_preallocator_stops_past_a_stale_waiter():
-    pre = Preallocator(NoWriter(), "test-prealloc")  # type: ignore[arg-type]
-    waiting(pre._wake)
-    stale_waiter(pre._wake)
-    stopper = threading.Thread(target=pre.stop)
-    stopper.start()
-    stopper.join(5.0)
-    assert not stopper.is_alive(), "stop() hung: the thread was never woken"
+def test_the_preallocator_still_stops_after_an_interrupted_wake_up():
+    writer = Extends()
+    pre = Preallocator(writer, "test-prealloc")  # type: ignore[arg-type]
+    waiters(pre._wake, 1)
+    interrupted(pre.request, pre._wake)  # the thread is woken, extends, and waits again behind the stale waiter
+    waiters(pre._wake, 2)
+    assert writer.calls == 1
+    run_on_a_thread(pre.stop, timeout=5.0)  # hung: stop() released the stale waiter only
 
 
-def test_a_flush_reaches_the_finalizer_past_a_stale_waiter(tmp_path):
+def test_a_flush_after_an_interrupted_one_still_reaches_the_applier(tmp_path):
+    """flush() hands the applier a barrier and waits for it; the applier sleeps untimed (for the
+    open segment's hour-long deadline here) until it is notified."""
     config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
     with QuiverStore.open(tmp_path, config) as store:
         store.ingest(RecordBundle({0: pa.record_batch({"n": [1, 2, 3]})}))
-        waiting(store._finalize_cv)
-        with store._lock:
-            stale_waiter(store._finalize_cv)
-        flusher = threading.Thread(target=store.flush)
-        flusher.start()
-        flusher.join(10.0)
-        assert not flusher.is_alive(), "flush() hung: the finalizer was never woken"
+        time.sleep(20 * APPLY_LINGER)  # past the applier's short linger (a timed-out wait removes its own waiter)
+        waiters(store._apply_cv, 1)
+        interrupted(store.flush, store._apply_cv)  # the applier takes the barrier and waits again
+        time.sleep(20 * APPLY_LINGER)  # past its short linger, into the long wait
+        waiters(store._apply_cv, 2)
+        run_on_a_thread(store.flush, timeout=10.0)  # the first wake-up since: hung, the applier never woke
         assert [b.slots[0]["n"].to_pylist() for _, _, b in store.bundles()] == [[1, 2, 3]]
