@@ -32,6 +32,14 @@ from quiver_store import QuiverStore, SegmentConfig, StoreConfig
 
 CFG = StoreConfig(segment=SegmentConfig(target_size=64 << 10, max_open_duration=3600.0))
 
+
+def sigint_default() -> None:
+    """preexec_fn of the processes these tests send SIGINT: a test run started in the background by
+    a non-interactive shell (`make torture &`) inherits SIGINT ignored, passes that on to every
+    child, and Python then leaves it ignored, so the Ctrl-C never arrives and the run looks hung.
+    Restored to the default, the child's Python installs its KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 WRITER = textwrap.dedent(
     """
     import faulthandler, os, signal, sys, threading
@@ -102,7 +110,7 @@ def interrupt_writer(path: Path, start: int, mode: str, after: float, twice: boo
     # Unbuffered, so readline() takes "ready" alone: communicate() reads the pipes' descriptors, not
     # a buffered reader, and would never see lines such a reader had read past it.
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), mode, how],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, preexec_fn=sigint_default)
     assert proc.stdout is not None
     first = proc.stdout.readline()
     if first != b"ready\n":
@@ -253,7 +261,8 @@ def test_ctrl_c_during_adaptive_arrow_pipeline_ends_quietly_and_leaves_a_sound_s
     store = tmp_path / "store"
     cli = Path(sys.executable).with_name("adaptive-arrow")
     proc = subprocess.Popen([str(cli), "pipeline", "--store", str(store), "--signal", "logs", "--count", "200000",
-                             "--batch-size", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--batch-size", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     wal = store / "wal" / "quiver.wal"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # it generates and encodes every batch first, then ingests them
