@@ -19,7 +19,8 @@ import zstandard
 from otap_model import Signal, from_otlp, generate_otlp, normalize_otlp, to_otlp
 from otap_model.otlp.decode import REQUEST_TYPES
 from otap_model.otlp.order import canonical_order
-from quiver_store import QuiverStore, RetentionConfig, StoreConfig
+from quiver_store import QuiverStore, RetentionConfig, SegmentConfig, StoreConfig
+from quiver_store.config import Compression
 
 from .config import EncoderConfig
 from .decoder import Decoder
@@ -36,6 +37,15 @@ KEEP_ACKED = 256 * 1024 * 1024
 (``retention.steady_state_headroom``; newest kept, oldest deleted first): the verifier acks every
 bundle, and with the default of 0 the store would delete the run's data before anyone could
 ``quiver inspect``, ``dump`` or ``verify`` it."""
+
+
+def job_store_config(segment_compression: Compression | None = None) -> StoreConfig:
+    """The store configuration of the job when none is given: `KEEP_ACKED` bytes of acknowledged
+    segments kept, segments compressed with `segment_compression` (None: uncompressed)."""
+    return StoreConfig(
+        segment=SegmentConfig(compression=segment_compression),
+        retention=RetentionConfig(steady_state_headroom=KEEP_ACKED),
+    )
 
 
 @dataclass
@@ -98,7 +108,7 @@ def run_pipeline(
     store_path = Path(store_path)
     signals = list(dict.fromkeys(Signal(s) for s in signals))  # first appearance decides the order
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-    store_config = store_config or StoreConfig(retention=RetentionConfig(steady_state_headroom=KEEP_ACKED))
+    store_config = store_config or job_store_config()
     reports: dict[Signal, SignalReport] = {}
     originals: list[tuple[Signal, bytes]] = []  # in ingestion order, which is delivery order
     with QuiverStore.open(store_path, store_config, layout=OTAP_LAYOUT) as store:

@@ -7,10 +7,10 @@ from pathlib import Path
 from adaptive_arrow.cli import main as cli_main
 from adaptive_arrow.config import EncoderConfig
 from adaptive_arrow.decoder import Decoder
-from adaptive_arrow.pipeline import KEEP_ACKED, run_pipeline
+from adaptive_arrow.pipeline import job_store_config, run_pipeline
 from adaptive_arrow.store_layout import OTAP_LAYOUT
 from otap_model import Signal
-from quiver_store import QuiverStore, RetentionConfig, StoreConfig
+from quiver_store import QuiverStore
 
 
 def test_every_signal_comes_back_equal_through_the_store(tmp_path):
@@ -33,8 +33,7 @@ def test_the_store_keeps_the_runs_acknowledged_bundles(tmp_path):
     result = run_pipeline(tmp_path / "store", count=600, batch_size=200, seed=7)
     assert result.ok and result.store_stats["segments"] == result.store_stats["segments_written"] >= 1
     rows: dict[Signal, int] = dict.fromkeys(Signal, 0)
-    config = StoreConfig(retention=RetentionConfig(steady_state_headroom=KEEP_ACKED))
-    with QuiverStore.open(tmp_path / "store", config, layout=OTAP_LAYOUT) as store:
+    with QuiverStore.open(tmp_path / "store", job_store_config(), layout=OTAP_LAYOUT) as store:
         for _, _, bundle in store.bundles():
             decoded = Decoder().decode_records(bundle)
             rows[decoded.signal] += decoded.num_rows
@@ -72,8 +71,7 @@ def test_pipeline_command_stores_compressed_segments_when_asked(tmp_path, capsys
         code = cli_main(["pipeline", "--store", str(store), "--signal", "logs", "--count", "2000", "--batch-size", "1000",
                          "--segment-compression", codec])
         assert code == 0 and "every bundle came back equal to its source" in capsys.readouterr().out
-        config = StoreConfig(retention=RetentionConfig(steady_state_headroom=KEEP_ACKED))  # keep the acked segments
-        with QuiverStore.open(store, config, layout=OTAP_LAYOUT) as opened:
+        with QuiverStore.open(store, job_store_config(), layout=OTAP_LAYOUT) as opened:  # keeps the acked segments
             sizes[codec] = sum(s.size_bytes for s in opened.segments())
             assert sum(1 for _ in opened.bundles()) == 2
     assert sizes["zstd"] * 3 < sizes["none"], sizes

@@ -79,7 +79,8 @@ def test_a_compressed_store_returns_every_bundle_unchanged(stores, codec):
 
 @pytest.mark.parametrize(("codec", "smaller_by"), [("lz4", 2.0), ("zstd", 3.0)])
 def test_compressed_segments_are_several_times_smaller(stores, codec, smaller_by):
-    """Measured on this data: lz4 about 3x, zstd about 4.5x (docs/benchmarks.md)."""
+    """On these 6 bundles (measured at 0705e7d): 1,466,792 bytes uncompressed, 501,416 with lz4
+    (2.9x), 342,568 with zstd (4.3x); the bounds leave room for pyarrow's codecs to change."""
     plain_size = stores[None][1][0].size_bytes
     size = stores[codec][1][0].size_bytes
     assert size * smaller_by < plain_size, (codec, size, plain_size)

@@ -33,6 +33,8 @@ from quiver_store.wal import sidecar
 from quiver_store.wal.format import HEADER_LEN
 from quiver_store.wal.replay import WalCutError
 
+from .test_quiver_cli import crash_after_a_segment
+
 NO_TIMER = SegmentConfig(target_size=1 << 30, max_open_duration=3600.0)
 QUIET = StoreConfig(segment=NO_TIMER)
 OTHER_LAYOUT = Layout(name="other", slots={0: "rows"})
@@ -86,15 +88,9 @@ def test_a_reclaimed_wal_reopened_under_another_layout_keeps_every_later_acknowl
 def crashed(tmp_path_factory) -> tuple[Path, int]:
     """Two bundles in segment 0, a third only in the WAL, then a crash; and the sidecar's offset."""
     root = tmp_path_factory.mktemp("crashed")
-    store = QuiverStore.open(root, QUIET)
-    for i in range(2):
-        store.ingest(bundle(i))
-    store.flush()
-    store.ingest(bundle(2))
-    store._abandon()
-    point = point_of(root)
-    assert point is not None and point.offset > HEADER_LEN
-    return root, point.offset
+    offset = crash_after_a_segment(root)
+    assert offset > HEADER_LEN
+    return root, offset
 
 
 def cut_copy(crashed: tuple[Path, int], target: Path, keep: int | None) -> Path:

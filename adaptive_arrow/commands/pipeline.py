@@ -68,12 +68,11 @@ def _check(args: argparse.Namespace, signals: list[Signal]) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quiver_store import RetentionConfig, SegmentConfig, StoreConfig
     from quiver_store.errors import QuiverError
 
     from ..config import EncoderConfig
     from ..errors import AdaptiveArrowError, SparkJobError
-    from ..pipeline import KEEP_ACKED, run_pipeline
+    from ..pipeline import job_store_config, run_pipeline
     from ..report import render
 
     signals = [Signal(s) for s in args.signal] if args.signal else list(Signal)
@@ -100,10 +99,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             profile=args.profile,
             encoder_config=EncoderConfig(sort=not args.no_sort),
-            store_config=StoreConfig(
-                segment=SegmentConfig(compression=None if args.segment_compression == "none" else args.segment_compression),
-                retention=RetentionConfig(steady_state_headroom=KEEP_ACKED),
-            ),
+            store_config=job_store_config(None if args.segment_compression == "none" else args.segment_compression),
             spark=spark,
         )
     except OSError as exc:
