@@ -15,20 +15,23 @@ from typing import Any
 
 
 def raise_before(
-    function: Callable[..., Any], line_text: str, exc: type[BaseException] = KeyboardInterrupt, *, lines_after: int = 0
+    function: Callable[..., Any], line_text: str, exc: type[BaseException] = KeyboardInterrupt, *, lines_after: int = 0,
+    when: Callable[[Any], bool] | None = None,
 ) -> Any:
     """A trace function that raises `exc` just before the first line of `function` containing
-    `line_text` runs (or the line `lines_after` lines below it, to land right after a statement).
-    Install it with sys.settrace on the thread that will make the call."""
+    `line_text` runs (or the line `lines_after` lines below it, to land right after a statement),
+    in frames for which `when(frame)` holds if given. Install it with sys.settrace on the thread
+    that will make the call."""
 
     def handler() -> None:
         raise exc
 
-    return run_before(function, line_text, handler, lines_after=lines_after, once=False)
+    return run_before(function, line_text, handler, lines_after=lines_after, once=False, when=when)
 
 
 def run_before(
-    function: Callable[..., Any], line_text: str, handler: Callable[[], None], *, lines_after: int = 0, once: bool = True
+    function: Callable[..., Any], line_text: str, handler: Callable[[], None], *, lines_after: int = 0, once: bool = True,
+    when: Callable[[Any], bool] | None = None,
 ) -> Any:
     """Like raise_before, but runs `handler` there (a signal handler, which may call the store and
     then return or raise); only the first time the line runs unless `once` is false."""
@@ -39,7 +42,7 @@ def run_before(
 
     def local(frame: Any, event: str, arg: Any) -> Any:
         nonlocal ran
-        if event == "line" and frame.f_lineno == target and not (once and ran):
+        if event == "line" and frame.f_lineno == target and not (once and ran) and (when is None or when(frame)):
             ran = True
             handler()
         return local

@@ -8,7 +8,6 @@ statement of `notify()`, then check the next wake-up still arrives."""
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 import time
@@ -20,22 +19,14 @@ from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig
 from quiver_store.engine import APPLY_LINGER
 from quiver_store.wal.preallocator import Preallocator
 
-from .signal_windows import run_on_a_thread
+from .signal_windows import raise_before, run_on_a_thread
 
 
 def cut_notify(condition: threading.Condition):  # type: ignore[no-untyped-def]
     """A trace function raising KeyboardInterrupt in `condition`'s notify(), after it released a
     waiter and before it removed it from the list (other conditions' notify() calls run as usual)."""
-    lines, first = inspect.getsourcelines(threading.Condition.notify)
-    target = first + next(i for i, text in enumerate(lines) if "waiters.remove(waiter)" in text)
-    code = threading.Condition.notify.__code__
-
-    def local(frame, event, arg):  # type: ignore[no-untyped-def]
-        if event == "line" and frame.f_lineno == target and frame.f_locals.get("self") is condition:
-            raise KeyboardInterrupt
-        return local
-
-    return lambda frame, event, arg: local if frame.f_code is code else None
+    return raise_before(threading.Condition.notify, "waiters.remove(waiter)",
+                        when=lambda frame: frame.f_locals.get("self") is condition)
 
 
 def waiters(condition: threading.Condition, count: int, timeout: float = 5.0) -> None:
