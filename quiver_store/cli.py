@@ -48,7 +48,7 @@ from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
 from .wal.format import HEADER_LEN, decode_header
-from .wal.replay import RecoveryPlan, WalCutError
+from .wal.replay import RecoveryPlan, WalCutError, WalGapError
 
 
 def _ts(ns: int | None) -> str:
@@ -172,9 +172,11 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     for generation, path in wal_files(fs, wal_dir):
         scanned, errs = scan_wal_file(fs, generation, path)
         # What recovery calls damage, read from where it starts (the sidecar's point), which a scan
-        # from the header cannot tell apart behind a reclaimed (zeroed) prefix.
+        # from the header cannot tell apart behind a reclaimed (zeroed) prefix. A sequence gap left
+        # by missing rotated files is reported below as those files (find_missing).
         errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path and (
-                 isinstance(e, WalCutError) or not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs))]
+                 isinstance(e, WalCutError) or not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs))
+                 and not (isinstance(e, WalGapError) and e.missing_generations)]
         reason = _recreated_intact(plan, path) if generation is None else None
         if reason is not None:
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log

@@ -555,7 +555,9 @@ class QuiverStore:
             c["torn_tail_bytes"] += plan.torn[2]
         for err in plan.corruptions:
             if isinstance(err, replay.WalCutError):
-                action = "the log starts again after that file's header"
+                action = "the sidecar points at the start of the log that is left"
+            elif isinstance(err, replay.WalGapError):
+                action = "every intact frame after the gap is replayed"
             elif plan.mode == "skip_corrupt":
                 action = "resynchronised on the next valid frame"
             else:
@@ -656,7 +658,7 @@ class QuiverStore:
         if any(batch is not bundle.slots[slot] for slot, _, batch, _ in checked):
             bundle = RecordBundle({slot: batch for slot, _, batch, _ in checked}, bundle.fingerprints, ts)
         written: Future = Future()
-        req = self._committer.append_direct(ts, size, (bundle, written))
+        req = self._committer.append_direct(ts, (bundle, written, size))
         info: SegmentInfo = written.result()
         return BundleReceipt(req.sequence, None, None, ts, info.seq)
 
@@ -688,11 +690,12 @@ class QuiverStore:
         with self._lock:
             direct = False
             for r in batch:
-                n = r.size
-                if r.frame is None:  # a direct bundle: its producer waits for the applier and finalizer
-                    self._inbox.append(("direct", r.sequence, None, n, r.payload, n))
+                if r.direct:  # its producer waits for the applier and finalizer
+                    bundle, written, n = r.payload
+                    self._inbox.append(("direct", r.sequence, None, n, (bundle, written), n))
                     direct = True
                 else:
+                    n = r.size
                     bundle, hints = r.payload
                     self._inbox.append(("entry", r.sequence, r.position, n, bundle, n, hints))
                 self._inbox_bytes += n

@@ -55,6 +55,7 @@ WAL_VERSION = 1
 WAL_HEADER_SIZE = 30
 WAL_ENTRY_MIN_LEN = 25
 WAL_RECORD_BUNDLE = 0
+WAL_DIRECT_MARKER = 1
 WAL_SLOT_BLOCK_HEAD = 42
 IPC_EOS = bytes.fromhex("FFFFFFFF00000000")
 
@@ -181,7 +182,8 @@ def parse_wal_frame(data: bytes, pos: int) -> WalEntry:
     stored_crc = struct.unpack_from("<I", data, end)[0]
     assert stored_crc == crc(data[pos + 4 : end]), f"frame at {pos}: CRC"
     entry_type, ts, seq, bitmap = cur.take("BqQQ")
-    assert entry_type == WAL_RECORD_BUNDLE
+    assert entry_type in (WAL_RECORD_BUNDLE, WAL_DIRECT_MARKER)
+    assert entry_type == WAL_RECORD_BUNDLE or (bitmap == 0 and entry_len == WAL_ENTRY_MIN_LEN), f"frame at {pos}: marker with slots"
     blocks = []
     for slot in range(64):
         if not bitmap >> slot & 1:
@@ -981,7 +983,7 @@ def test_wal_sequence_continues_across_restarts(tmp_path: Path) -> None:
     assert floor == (3, 2)
 
 
-def test_direct_bundle_has_a_sequence_but_no_wal_entry(tmp_path: Path) -> None:
+def test_direct_bundle_has_a_sequence_and_a_marker_frame_but_no_wal_entry(tmp_path: Path) -> None:
     root = tmp_path / "store"
     config = StoreConfig(
         segment=SegmentConfig(target_size=1 << 30, max_open_duration=3600.0),
@@ -996,7 +998,8 @@ def test_direct_bundle_has_a_sequence_but_no_wal_entry(tmp_path: Path) -> None:
         segments = [parse_segment(p.read_bytes()) for p in sorted((root / "segments").glob("*.qseg"))]
     assert [r.sequence for r in receipts] == [0, 1, 2]
     assert receipts[1].wal_offset is None and receipts[1].segment_sequence == 1
-    assert [e.sequence for e in wal.entries] == [0, 2]
+    assert [(e.entry_type, e.sequence, e.slot_bitmap, len(e.blocks), e.size) for e in wal.entries][1] == (1, 1, 0, 0, 33)
+    assert [(e.entry_type, e.sequence) for e in wal.entries] == [(0, 0), (1, 1), (0, 2)]
     described = [
         (
             seg.seq,

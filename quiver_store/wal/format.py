@@ -23,6 +23,7 @@ CRC = struct.Struct("<I")
 FRAME_OVERHEAD = LEN.size + CRC.size  # length prefix + CRC trailer
 
 ENTRY_RECORD_BUNDLE = 0
+ENTRY_DIRECT = 1  # no slots: this sequence's bundle went straight into a segment file of its own
 MIN_ENTRY_LEN = ENTRY_HEAD_LEN
 MAX_ENTRY_LEN = (1 << 31) - 1  # frames larger than this are treated as a corrupt length
 

@@ -5,9 +5,12 @@ frame, writes them with one write(2) and (durability "fsync") one fdatasync, han
 `on_commit` in log order, then wakes the followers whose frames it covered. Followers queued
 during the leader's fdatasync form the next group. No thread hand-off on the single-producer path.
 
-A *direct* request (`append_direct`) takes a sequence number and a place in log order but writes
-nothing: its bundle goes into a segment file of its own (see QuiverStore), and `on_commit` hands it
-on between the entries logged before and after it.
+A *direct* request (`append_direct`) takes a sequence number and a place in log order, and its
+bundle goes into a segment file of its own (see QuiverStore); `on_commit` hands it on between the
+entries logged before and after it. The log gets only a slot-less marker frame for it, so that
+every sequence number has a frame and recovery can tell entries that were lost from ones that were
+never logged (wal/replay.py). A group of markers alone is not synced: a marker matters only
+when a later frame follows it, and that frame's fdatasync makes it durable too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from ..config import WalConfig
 from ..errors import QuiverError
-from .format import ENTRY_HEAD_LEN, ENTRY_RECORD_BUNDLE, FRAME_OVERHEAD, entry_parts
+from .format import ENTRY_DIRECT, ENTRY_HEAD_LEN, ENTRY_RECORD_BUNDLE, FRAME_OVERHEAD, entry_parts
 from .writer import Position, WalWriter
 
 NONE_BUFFER_BYTES = 1 << 20  # durability "none": write once this much is buffered
@@ -29,14 +32,15 @@ GATHER_WAIT = 0.002  # seconds a new leader waits, at most, for producers still 
 class Pending:
     """One appended entry waiting for its group to be committed."""
 
-    __slots__ = ("committed", "error", "frame", "payload", "position", "sequence", "size", "ts")
+    __slots__ = ("committed", "direct", "error", "frame", "payload", "position", "sequence", "size", "ts")
 
-    def __init__(self, sequence: int, ts: int, frame: list | None, size: int, payload: Any) -> None:
+    def __init__(self, sequence: int, ts: int, frame: list, size: int, payload: Any, direct: bool = False) -> None:
         self.sequence = sequence
         self.ts = ts
-        self.frame = frame  # buffers of the whole frame, for one gather write (None: a direct request)
-        self.size = size
+        self.frame = frame  # buffers of the whole frame, for one gather write
+        self.size = size  # bytes of the frame
         self.payload = payload
+        self.direct = direct  # a direct request: the frame is its marker
         self.position: Position | None = None
         self.committed = False  # written (and synced) and handed to on_commit
         self.error: BaseException | None = None
@@ -108,13 +112,14 @@ class GroupCommitter:
             raise req.error
         return req
 
-    def append_direct(self, ts: int, size: int, payload: Any) -> Pending:
-        """Give a bundle that bypasses the log its sequence number; return once every entry before it
-        was committed and `on_commit` has handed it on, in order (nothing is written for it here)."""
+    def append_direct(self, ts: int, payload: Any) -> Pending:
+        """Give a bundle that bypasses the log its sequence number and a marker frame; return once
+        every entry before it was committed and `on_commit` has handed it on, in order."""
         if self.durability == "none":
             raise QuiverError("a direct (WAL-bypassing) bundle needs wal.durability 'fsync' or 'os'")
         with self._lock:
-            req = Pending(self._take_sequence(announced=False), ts, None, size, payload)
+            seq = self._take_sequence(announced=False)
+            req = Pending(seq, ts, entry_parts(ENTRY_DIRECT, ts, seq, 0, [], 0), FRAME_OVERHEAD + ENTRY_HEAD_LEN, payload, direct=True)
             self._queue.append(req)
             self._await(req)
         if req.error is not None:
@@ -155,24 +160,26 @@ class GroupCommitter:
                 if error is not None:
                     raise QuiverError(f"WAL commit failed: {error}") from error
 
-    def _write(self, logged: list[Pending], sync: bool) -> None:
-        """One gather write (and fdatasync) of the group's frames; positions and counters."""
-        n = len(logged)
+    def _write(self, group: list[Pending], sync: bool) -> None:
+        """One gather write (and fdatasync) of the group's frames; positions and counters
+        (`entries` counts logged bundles, not direct markers)."""
+        n = len(group)
         if n == 1:  # the single producer's case: no list building
-            r = logged[0]
-            assert r.frame is not None  # `logged` holds written entries only
+            r = group[0]
             (r.position,) = self.writer.append((r.frame,), (r.size,), sync=sync, before_sync=self.before_sync)
             written = r.size
+            bundles = 0 if r.direct else 1
         else:
-            sizes = [r.size for r in logged]
-            frames = [r.frame for r in logged if r.frame is not None]
+            sizes = [r.size for r in group]
+            frames = [r.frame for r in group]
             positions = self.writer.append(frames, sizes, sync=sync, before_sync=self.before_sync)
-            for r, p in zip(logged, positions):
+            for r, p in zip(group, positions):
                 r.position = p
             written = sum(sizes)
+            bundles = n - sum(r.direct for r in group)
         stats = self.stats
         stats["commits"] += 1
-        stats["entries"] += n
+        stats["entries"] += bundles
         stats["bytes_written"] += written
         if n > stats["max_group"]:
             stats["max_group"] = n
@@ -230,9 +237,7 @@ class GroupCommitter:
                 self._leading = batch
                 self._queued_bytes = 0
             if batch:
-                logged = [r for r in batch if r.frame is not None]
-                if logged:
-                    self._write(logged, sync)
+                self._write(batch, sync and not all(r.direct for r in batch))
                 self.on_commit(batch)
                 for r in batch:
                     r.committed = True

@@ -24,6 +24,7 @@ import numpy as np
 
 from .format import (
     CRC,
+    ENTRY_DIRECT,
     ENTRY_HEAD,
     ENTRY_RECORD_BUNDLE,
     FRAME_OVERHEAD,
@@ -33,7 +34,7 @@ from .format import (
     Entry,
 )
 
-KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE,)
+KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE, ENTRY_DIRECT)
 _WINDOW = 1 << 22
 CRC_MISMATCH = "CRC32C mismatch"
 ZERO_TAIL = "zero-filled tail"  # the reason of the clean end of a pre-extended (or zero-padded) file

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from ..errors import CorruptionError, QuiverError
 from ..fs import FileSystem
 from . import sidecar
-from .format import ENTRY_RECORD_BUNDLE, HEADER_LEN, VERSION, Entry, decode_header, encode_header
+from .format import (
+    ENTRY_DIRECT,
+    ENTRY_RECORD_BUNDLE,
+    HEADER_LEN,
+    VERSION,
+    Entry,
+    decode_header,
+    encode_header,
+)
 from .reader import ZERO_TAIL, Damage, content_end, scan
 from .rotation import ACTIVE, QUARANTINE_DIR, chunk_name, list_chunks
 from .writer import Position
@@ -34,6 +42,7 @@ class FileScan:
     valid: int = 0
     covered: int = 0  # valid entries already in durable segments (skipped)
     unknown: int = 0  # entries of unknown type (skipped by length)
+    direct: int = 0  # markers of bundles written straight into segment files (nothing to replay)
     holes: int = 0  # zero-filled bytes skipped (punched prefix, zeroed quarantine)
     last_sequence: int | None = None
     end: int | None = None  # where the zero-filled tail of the active file begins (None: no such tail)
@@ -41,6 +50,15 @@ class FileScan:
 
 class WalCutError(CorruptionError):
     """A WAL file shorter than the sidecar says it was written: the entries after that point are gone."""
+
+
+class WalGapError(CorruptionError):
+    """WAL sequence numbers missing between two intact frames: the entries that held them are gone.
+    `missing_generations`: rotated WAL files absent between the two frames' files (their loss)."""
+
+    def __init__(self, message: str, path: str, offset: int, missing_generations: tuple[int, ...] = ()) -> None:
+        super().__init__(message, path, offset)
+        self.missing_generations = missing_generations
 
 
 @dataclass(frozen=True)
@@ -127,7 +145,7 @@ def _behind_sidecar(plan: RecoveryPlan, point: sidecar.TruncatePoint, path: str,
     a power loss leaves this too. Either way the sidecar goes back to the file's header (`apply_plan`),
     so the writer never takes the missing bytes for a reclaimable prefix of the new log."""
     plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, point.generation)
-    plan.sidecar_problem = f"sidecar offset {point.offset} is past the end of {path} ({size or 0} bytes)"
+    plan.sidecar_problem = f"sidecar offset {point.offset} is past the end of {path} ({'missing' if size is None else f'{size} bytes'})"
     if durability != "fsync":
         plan.sidecar_problem += f"; under wal.durability={durability!r} a power loss leaves this"
         return
@@ -160,16 +178,23 @@ def plan_recovery(
         files.append((active_gen, active_path))
     elif point is not None and point.generation == active_gen and point.offset > HEADER_LEN:
         _behind_sidecar(plan, point, active_path, None, durability)
+    if point is not None and point.generation < active_gen and point.generation not in gens:
+        # A point inside a rotated chunk is always before its last frame (WalWriter.truncate_to
+        # moves a point at a chunk's end to the next file), so that chunk still held entries.
+        _behind_sidecar(plan, point, os.path.join(wal_dir, chunk_name(point.generation)), None, durability)
+        plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, min([g for g in gens if g > point.generation] + [active_gen]))
     for g, path in files:
         if point is not None and g < point.generation:
             plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
     files = [(g, p) for g, p in files if point is None or g >= point.generation]
+    follows = _Follows(covered_sequence)
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
         named = point if point is not None and gen == point.generation else None  # the file the sidecar names
         if named is not None and named.offset > max(len(data), HEADER_LEN):  # an offset at the header promises no entry
             _behind_sidecar(plan, named, path, len(data), durability)
+            follows.last = None  # that loss is reported: no second report at the next frame
         if path == active_path and _holds_no_entry(data, cfg_hash):
             if named is not None and named.offset > HEADER_LEN:
                 plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, gen)  # in step with the new file
@@ -192,19 +217,56 @@ def plan_recovery(
                 fscan.valid += 1
                 fscan.last_sequence = item.sequence
                 plan.last_sequence = max(plan.last_sequence, item.sequence)
-                if item.entry_type != ENTRY_RECORD_BUNDLE:
+                follows.check(plan, item, path, files[index - 1] if index and fscan.valid == 1 else None, gen)
+                if item.entry_type == ENTRY_DIRECT:
+                    fscan.direct += 1
+                elif item.entry_type != ENTRY_RECORD_BUNDLE:
                     fscan.unknown += 1
+                    follows.last = None  # a type from a newer build: its numbering is not ours to check
                 elif item.sequence <= covered_sequence:
                     fscan.covered += 1
                 else:
                     plan.entries.append((item, Position(gen, item.offset), path))
                 continue
+            follows.last = None  # across zeros or damage (reported): no frame to follow
             stop = _damage(plan, fs, fscan, item, view, last_file, path == active_path, mode, files[index + 1 :])
             if stop:
                 break
         if stop:
             break
     return plan
+
+
+class _Follows:
+    """Sequence continuity: every sequence number has a frame (a bundle's entry, or the marker of a
+    bundle written straight into a segment file), in order, so a frame whose sequence is more than
+    one past the intact frame right before it (in the same file, or the last of the file before)
+    shows frames that are gone: a rotated chunk cut at a frame boundary, a deleted rotated chunk,
+    frames removed from the middle of a file. Sequences already in segments are not missing."""
+
+    def __init__(self, covered: int) -> None:
+        self.covered = covered
+        self.last: int | None = None  # sequence of the frame just before (None: do not check the next)
+
+    def check(self, plan: RecoveryPlan, entry: Entry, path: str, previous: tuple[int, str] | None, gen: int) -> None:
+        """`previous`: (generation, path) of the file before, when `entry` is the first frame of its file."""
+        last, self.last = self.last, entry.sequence
+        if last is None or entry.sequence <= max(last, self.covered) + 1:
+            return
+        lo, hi = max(last, self.covered) + 1, entry.sequence - 1
+        gone: tuple[int, ...] = ()
+        if previous is None:
+            where = f"the frame before it has sequence {last}: frames were removed from inside the file"
+        else:
+            gone = tuple(range(previous[0] + 1, gen))
+            where = f"the file before it, {previous[1]}, ends with sequence {last}: " + (
+                f"rotated WAL generation(s) {', '.join(map(str, gone[:10]))}{' ...' if len(gone) > 10 else ''} between the two are missing"
+                if gone else "its last frames were cut off (a rotated file ends with its last frame)")
+        what = (f"WAL sequence(s) {lo}..{hi} missing before the frame of sequence {entry.sequence} ({where}); "
+                "the acknowledged bundles they held are lost")
+        if plan.mode == "strict":
+            raise WalGapError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path, entry.offset, gone)
+        plan.corruptions.append(WalGapError(what, path, entry.offset, gone))
 
 
 def _damage(

@@ -1,0 +1,221 @@
+"""Frames missing from the WAL between intact ones are reported, not silently skipped.
+
+Every WAL sequence number has a frame (a bundle's entry, or the marker of a bundle written
+straight into a segment file), so recovery checks that each frame's sequence follows the one
+before it. A deleted rotated chunk, a rotated chunk cut at a frame boundary, or frames spliced out
+of a file used to lose their acknowledged bundles with no report at all (a deleted middle chunk:
+10 of 40 bundles gone, `corruption_reports` empty); the frames after the gap are intact and still
+replayed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quiver_store import CorruptionError, QuiverError, QuiverStore
+from quiver_store.cli import main
+from quiver_store.fs import DEFAULT_FS
+from quiver_store.wal import sidecar
+from quiver_store.wal.format import ENTRY_DIRECT, HEADER_LEN, Entry
+from quiver_store.wal.reader import scan
+from quiver_store.wal.replay import WalCutError, WalGapError
+
+from .test_direct_bundles import DIRECT, FailingSegmentWrites, stored
+from .test_direct_bundles import bundle as sized_bundle
+from .test_quiver_cli import digest
+from .test_wal_rotation import bundle, config, values
+
+ALL = set(range(40))
+
+
+def rotated_config(mode: str = "point_in_time"):
+    return config(rotation_size=8 * 1024, max_size=1 << 20, max_chunks=100, recovery=mode)
+
+
+@pytest.fixture(scope="module")
+def rotated(tmp_path_factory) -> Path:
+    """Bundles 0-4 in a segment, 5-39 only in the WAL (sequence i = bundle i), then a crash: the
+    sidecar names quiver.wal.0 (inside it), and chunks 1 and 2 and the active file follow."""
+    root = tmp_path_factory.mktemp("rotated")
+    store = QuiverStore.open(root, rotated_config())
+    for i in range(5):
+        store.ingest(bundle(i))
+    store.flush()
+    for i in range(5, 40):
+        store.ingest(bundle(i))
+    store._abandon()
+    assert sorted(p.name for p in (root / "wal").iterdir()) == ["quiver.wal", "quiver.wal.0", "quiver.wal.1", "quiver.wal.2", "truncate.offset"]
+    point, _ = sidecar.read(DEFAULT_FS, str(root / "wal"))
+    assert point is not None and point.generation == 0 and point.offset > HEADER_LEN
+    return root
+
+
+def copy_of(rotated: Path, target: Path) -> Path:
+    shutil.copytree(rotated, target)
+    return target
+
+
+def frames(path: Path) -> list[tuple[int, int, int]]:
+    """(offset, size, sequence) of every valid frame of a WAL file."""
+    data = path.read_bytes()
+    return [(e.offset, e.size, e.sequence) for e in scan(memoryview(data), HEADER_LEN, resync=False) if isinstance(e, Entry)]
+
+
+def reopen_clean(root: Path, cfg) -> list[int]:
+    """Values after one more open: nothing reported, nothing left to replay."""
+    with QuiverStore.open(root, cfg) as store:
+        assert store.stats()["corruption_reports"] == [] and store.stats()["replayed_entries"] == 0
+        return values(store)
+
+
+@pytest.mark.parametrize("mode", ["point_in_time", "skip_corrupt"])
+@pytest.mark.parametrize("deleted", [1, 2], ids=["middle chunk", "newest chunk"])
+def test_a_deleted_rotated_chunk_is_reported_and_every_later_frame_replayed(rotated, tmp_path, capsys, mode, deleted):
+    root = copy_of(rotated, tmp_path / "store")
+    chunk = root / "wal" / f"quiver.wal.{deleted}"
+    lost = {seq for _, _, seq in frames(chunk)}
+    after = root / "wal" / ("quiver.wal.2" if deleted == 1 else "quiver.wal")
+    chunk.unlink()
+    # Offline first: verify names the loss (the missing generation itself when the numbering
+    # shows it; a newest chunk's absence shows only as the gap before the active file).
+    assert main(["verify", str(root)]) == 1
+    out = capsys.readouterr().out.replace("\n", "")
+    if deleted == 1:
+        assert "rotated WAL generation(s) 1 missing" in out and "missing before the frame" not in out
+    else:
+        assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing before the frame of sequence {max(lost) + 1}" in out
+    cfg = rotated_config(mode)
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert report["path"] == str(after) and report["offset"] == HEADER_LEN
+        assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing before the frame of sequence {max(lost) + 1}" in report["error"]
+        assert ("generation(s) 1 between the two are missing" in report["error"]) == (deleted == 1)
+        assert report["action"] == "every intact frame after the gap is replayed"
+        assert store.stats()["replayed_entries"] == 35 - len(lost)
+    assert reopen_clean(root, cfg) == sorted(ALL - lost)
+    assert main(["verify", str(root)]) == 0
+
+
+def test_strict_refuses_a_gap_and_changes_nothing(rotated, tmp_path):
+    root = copy_of(rotated, tmp_path / "store")
+    (root / "wal" / "quiver.wal.1").unlink()
+    before = digest(root)
+    with pytest.raises(WalGapError, match=r"quiver.wal.2 at offset 30: WAL sequence\(s\) 10..19 missing .*'strict' refuses to open") as info:
+        QuiverStore.open(root, rotated_config("strict"))
+    assert isinstance(info.value, CorruptionError) and info.value.missing_generations == (1,)
+    assert digest(root) == before
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_rotated_chunk_cut_at_a_frame_boundary_is_reported(rotated, tmp_path_factory, data):
+    """The cut leaves a well-formed, shorter chunk: only the sequence numbers show the loss."""
+    root = copy_of(rotated, tmp_path_factory.mktemp("cut") / "store")
+    chunk = root / "wal" / "quiver.wal.1"
+    found = frames(chunk)
+    keep = data.draw(st.integers(0, len(found) - 1), label="frames kept")
+    end = found[keep][0]  # the kept frames end where frame `keep` starts
+    chunk.write_bytes(chunk.read_bytes()[:end])
+    lost = {seq for _, _, seq in found[keep:]}
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing" in report["error"]
+        assert "its last frames were cut off" in report["error"]
+    assert reopen_clean(root, cfg) == sorted(ALL - lost)
+
+
+def test_frames_spliced_out_of_a_file_are_reported(rotated, tmp_path):
+    root = copy_of(rotated, tmp_path / "store")
+    active = root / "wal" / "quiver.wal"
+    found = frames(active)
+    (start, _, first), (stop, _, last) = found[3], found[5]  # frames 3 and 4 go
+    data = active.read_bytes()
+    active.write_bytes(data[:start] + data[stop:])
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert report["path"] == str(active) and report["offset"] == start
+        assert f"WAL sequence(s) {first}..{last - 1} missing before the frame of sequence {last} (the frame before it has sequence {first - 1}" in report["error"]
+    assert reopen_clean(root, cfg) == sorted(ALL - {first, first + 1})
+
+
+def test_a_deleted_chunk_named_by_the_sidecar_is_reported_once(rotated, tmp_path):
+    """The sidecar's point lies inside quiver.wal.0 (a point at a chunk's end moves to the next
+    file), so that chunk still held entries: its absence is a cut WAL. The sidecar moves to the
+    next file, where recovery reads on, and the next open is clean."""
+    root = copy_of(rotated, tmp_path / "store")
+    point, _ = sidecar.read(DEFAULT_FS, str(root / "wal"))
+    assert point is not None
+    chunk = root / "wal" / "quiver.wal.0"
+    lost = {seq for offset, _, seq in frames(chunk) if offset >= point.offset}
+    chunk.unlink()
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert report["path"] == str(chunk) and "the file is missing" in report["error"]
+        assert report["action"] == "the sidecar points at the start of the log that is left"
+        assert sidecar.read(DEFAULT_FS, str(root / "wal"))[0] == sidecar.TruncatePoint(HEADER_LEN, 1)
+    assert reopen_clean(root, cfg) == sorted(ALL - lost)
+    strict = copy_of(rotated, tmp_path / "strict")
+    (strict / "wal" / "quiver.wal.0").unlink()
+    with pytest.raises(WalCutError, match=r"quiver\.wal\.0 at offset 0: the file is missing"):
+        QuiverStore.open(strict, rotated_config("strict"))
+
+
+def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path):
+    """skip_corrupt reports a damaged frame once and zeroes it (a hole from then on); the frames
+    after the hole follow a gap, but that loss is already reported: no second report."""
+    root = copy_of(rotated, tmp_path / "store")
+    active = root / "wal" / "quiver.wal"
+    offset, size, seq = frames(active)[4]
+    data = bytearray(active.read_bytes())
+    data[offset + size // 2] ^= 0xFF
+    active.write_bytes(bytes(data))
+    cfg = rotated_config("skip_corrupt")
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert "corrupt WAL entry" in report["error"]
+        store._abandon()  # crash again before the replayed entries reach a segment
+    with QuiverStore.open(root, cfg) as store:
+        assert store.stats()["corruption_reports"] == [] and store.stats()["wal_hole_bytes"] > 0
+    assert reopen_clean(root, cfg) == sorted(ALL - {seq})
+
+
+def test_a_failed_direct_bundle_leaves_its_marker_and_no_gap(tmp_path):
+    """A direct bundle's sequence number has a marker frame in the WAL even when its segment write
+    fails, so the logged bundles after it follow without a gap after a crash."""
+    fs = FailingSegmentWrites()
+    store = QuiverStore.open(tmp_path, DIRECT, fs=fs)
+    store.ingest(sized_bundle(0, False))
+    fs.failing = True
+    with pytest.raises(QuiverError, match="bundle 1 was not stored"):
+        store.ingest(sized_bundle(1, True))
+    fs.failing = False
+    store.ingest(sized_bundle(2, False))
+    store.ingest(sized_bundle(3, True))  # stored: its marker is logged, its rows are in a segment
+    store.ingest(sized_bundle(4, False))
+    store._abandon()
+    logged = [(e.entry_type, e.sequence) for e in scan(memoryview((tmp_path / "wal" / "quiver.wal").read_bytes()), HEADER_LEN, resync=False) if isinstance(e, Entry)]
+    assert logged == [(0, 0), (ENTRY_DIRECT, 1), (0, 2), (ENTRY_DIRECT, 3), (0, 4)]
+    with QuiverStore.open(tmp_path, DIRECT) as store:
+        assert store.stats()["corruption_reports"] == []
+    with QuiverStore.open(tmp_path, DIRECT) as store:
+        assert stored(store) == [(0, 10), (2, 10), (3, 1_000), (4, 10)]
+
+
+def test_a_group_of_markers_alone_is_not_synced(tmp_path):
+    """A marker matters only once a later frame follows it, and that frame's fdatasync covers it:
+    a direct bundle costs its segment's syncs, not one more of the WAL."""
+    with QuiverStore.open(tmp_path, DIRECT) as store:
+        store.ingest(sized_bundle(0, False))
+        before = store.stats()["fsyncs"]
+        store.ingest(sized_bundle(1, True))
+        assert store.stats()["fsyncs"] == before
+        store.ingest(sized_bundle(2, False))
+        assert store.stats()["fsyncs"] == before + 1
