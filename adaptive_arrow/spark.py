@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -94,8 +95,10 @@ def spark_session(master: str = "local[2]", app_name: str = "adaptive-arrow", **
     """A SparkSession set up for this package: workers run this interpreter (so they import the
     same pyarrow and adaptive_arrow), Arrow output is validated against the declared schema, and
     in local mode shuffles use as many partitions as local cores. ``conf`` overrides any setting.
-    SparkJobError for a master Spark refuses (check_master) or when Spark does not start."""
+    SparkJobError for a master Spark refuses (check_master), a standalone master nobody answers
+    at (check_standalone_master), or when Spark does not start."""
     check_master(master)
+    check_standalone_master(master)
     try:
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
@@ -128,6 +131,34 @@ def check_master(master: str) -> None:
         raise SparkJobError(f"master {master!r}: expected local, local[N], local[*], yarn, spark://HOST:PORT or k8s://URL")
     if master.startswith("local") and not master.startswith("local-cluster[") and local_cores(master) is None:
         raise SparkJobError(f"master {master!r}: expected local, local[N] or local[*]")
+
+
+STANDALONE_PORT = 7077  # spark-submit's default for spark://HOST
+
+
+def check_standalone_master(master: str, timeout: float = 5.0) -> None:
+    """For ``spark://HOST[:PORT][,HOST[:PORT]...]``: SparkJobError unless one of the listed masters
+    accepts a TCP connection. Spark itself retries registering for about a minute, printing a
+    screen of JVM log, and then reports only that its context was stopped."""
+    if not master.startswith("spark://"):
+        return
+    failures = []
+    for address in (a.strip() for a in master[len("spark://") :].split(",")):
+        host, colon, port = address.rpartition(":")
+        if not colon or host.endswith(":") or "]" in port:  # no port, or a bare IPv6 address
+            host, port = address, str(STANDALONE_PORT)
+        if not port.isdigit():
+            failures.append(f"{address}: port {port!r} is not a number")
+            continue
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as exc:
+            failures.append(f"{address}: {exc.strerror or exc}")
+    raise SparkJobError(
+        f"master {master!r}: no standalone master accepts connections ({'; '.join(failures)}); start one "
+        "(Spark's sbin/start-master.sh) or choose another master, e.g. local[2]"
+    )
 
 
 def local_cores(master: str) -> int | None:

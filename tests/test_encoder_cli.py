@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import struct
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from adaptive_arrow import BatchArrowRecords, EnvelopeError
 from adaptive_arrow.cli import main
 from adaptive_arrow.envelope_file import read_envelopes, write_envelopes
+from adaptive_arrow.spark import check_standalone_master
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "otlp-examples"
 
@@ -951,7 +953,35 @@ def test_pipeline_reports_a_spark_that_does_not_start_in_one_line(tmp_path: Path
 
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", gateway_exited)
     argv = ["pipeline", "--store", str(tmp_path / "s"), "--signal", "logs", "--count", "10", "--batch-size", "10",
-            "--spark", "spark://127.0.0.1:7077"]
-    assert _run(argv, capsys)[::2] == (2, "adaptive-arrow pipeline: --spark: master 'spark://127.0.0.1:7077': Spark did "
+            "--spark", "yarn"]
+    assert _run(argv, capsys)[::2] == (2, "adaptive-arrow pipeline: --spark: master 'yarn': Spark did "
                                           "not start: [JAVA_GATEWAY_EXITED] Java gateway process exited before sending "
                                           "its port number.\n")
+
+
+def _closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_pipeline_refuses_a_standalone_master_nobody_answers_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: Spark retried registering for about 65 s, printed some 230 lines of JVM log and ended in
+    'Cannot call methods on a stopped SparkContext', which did not say the master was unreachable."""
+    port = _closed_port()
+    master = f"spark://127.0.0.1:{port},localhost:x"
+    argv = ["pipeline", "--store", str(tmp_path / "s"), "--signal", "logs", "--count", "10", "--batch-size", "10",
+            "--spark", master]
+    assert _run(argv, capsys)[::2] == (2, f"adaptive-arrow pipeline: --spark: master {master!r}: no standalone master "
+                                          f"accepts connections (127.0.0.1:{port}: Connection refused; localhost:x: port "
+                                          "'x' is not a number); start one (Spark's sbin/start-master.sh) or choose "
+                                          "another master, e.g. local[2]\n")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_standalone_master_list_needs_one_master_that_answers() -> None:
+    with socket.socket() as live:
+        live.bind(("127.0.0.1", 0))
+        live.listen()
+        check_standalone_master(f"spark://127.0.0.1:{_closed_port()}, 127.0.0.1:{live.getsockname()[1]}")
