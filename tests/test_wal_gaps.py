@@ -145,22 +145,32 @@ def test_frames_spliced_out_of_a_file_are_reported(rotated, tmp_path):
     assert reopen_clean(root, cfg) == sorted(ALL - {first, first + 1})
 
 
-def test_a_deleted_chunk_named_by_the_sidecar_is_reported_once(rotated, tmp_path):
+@pytest.mark.parametrize("cut", ["deleted", "frame boundary", "mid-frame"])
+def test_a_chunk_the_sidecar_names_deleted_or_cut_below_its_point_is_reported_once(rotated, tmp_path, cut):
     """The sidecar's point lies inside quiver.wal.0 (a point at a chunk's end moves to the next
-    file), so that chunk still held entries: its absence is a cut WAL. The sidecar moves to the
-    next file, where recovery reads on, and the next open is clean."""
+    file), so that chunk still held entries after it: a chunk gone or cut below the point is a cut
+    WAL, reported once. What is left of it lies below the point, in segments; the sidecar moves to
+    the next file, every later file is replayed (was, for a cut mid-frame: 'rotated chunk ends in
+    invalid bytes', a second report, and every later file moved into quarantine)."""
     root = copy_of(rotated, tmp_path / "store")
     point, _ = sidecar.read(DEFAULT_FS, str(root / "wal"))
     assert point is not None
     chunk = root / "wal" / "quiver.wal.0"
-    lost = {seq for offset, _, seq in frames(chunk) if offset >= point.offset}
-    chunk.unlink()
+    found = frames(chunk)
+    lost = {seq for offset, _, seq in found if offset >= point.offset}
+    below = [offset for offset, _, _ in found if offset < point.offset]
+    if cut == "deleted":
+        chunk.unlink()
+    else:
+        assert len(below) >= 2
+        chunk.write_bytes(chunk.read_bytes()[: below[-1] + (0 if cut == "frame boundary" else 40)])
     cfg = rotated_config()
     with QuiverStore.open(root, cfg) as store:
         (report,) = store.stats()["corruption_reports"]
-        assert report["path"] == str(chunk) and "the file is missing" in report["error"]
+        assert report["path"] == str(chunk) and ("the file is missing" if cut == "deleted" else "it was cut since") in report["error"]
         assert report["action"] == "the sidecar points at the start of the log that is left"
         assert sidecar.read(DEFAULT_FS, str(root / "wal"))[0] == sidecar.TruncatePoint(HEADER_LEN, 1)
+        assert store.stats()["quarantined_bytes"] == 0
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
     strict = copy_of(rotated, tmp_path / "strict")
     (strict / "wal" / "quiver.wal.0").unlink()

@@ -195,6 +195,9 @@ def plan_recovery(
         if named is not None and named.offset > max(len(data), HEADER_LEN):  # an offset at the header promises no entry
             _behind_sidecar(plan, named, path, len(data), durability)
             follows.last = None  # that loss is reported: no second report at the next frame
+            if not last_file:  # a rotated chunk: what is left of it lies below the point, all in segments
+                plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, files[index + 1][0])  # the next open deletes it
+                continue
         if path == active_path and _holds_no_entry(data, cfg_hash):
             if named is not None and named.offset > HEADER_LEN:
                 plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, gen)  # in step with the new file
