@@ -173,10 +173,11 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         scanned, errs = scan_wal_file(fs, generation, path)
         # What recovery calls damage, read from where it starts (the sidecar's point), which a scan
         # from the header cannot tell apart behind a reclaimed (zeroed) prefix. A sequence gap left
-        # by missing rotated files is reported below as those files (find_missing).
+        # by missing rotated files, or between the segments and the truncate point, is reported
+        # below as what is missing (find_missing).
         errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path and (
                  isinstance(e, WalCutError) or not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs))
-                 and not (isinstance(e, WalGapError) and e.missing_generations)]
+                 and not (isinstance(e, WalGapError) and (e.missing_generations or e.after_point))]
         reason = _recreated_intact(plan, path) if generation is None else None
         if reason is not None:
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log

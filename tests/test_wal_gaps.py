@@ -229,3 +229,73 @@ def test_a_group_of_markers_alone_is_not_synced(tmp_path):
         assert store.stats()["fsyncs"] == before
         store.ingest(sized_bundle(2, False))
         assert store.stats()["fsyncs"] == before + 1
+
+
+def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotated, tmp_path):
+    """Nothing is left to read after the point, and the file is not shorter than it: the first
+    frame recovery reads (in the next file) is then more than one past what the segments hold."""
+    root = copy_of(rotated, tmp_path / "store")
+    point, _ = sidecar.read(DEFAULT_FS, str(root / "wal"))
+    assert point is not None
+    chunk = root / "wal" / "quiver.wal.0"
+    lost = {seq for offset, _, seq in frames(chunk) if offset >= point.offset}
+    chunk.write_bytes(chunk.read_bytes()[: point.offset])
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing before the frame of sequence {max(lost) + 1} (the first frame recovery reads" in report["error"]
+    assert reopen_clean(root, cfg) == sorted(ALL - lost)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_frames_removed_before_the_last_one_are_reported_and_nothing_else_is_lost(rotated, tmp_path_factory, data):
+    """Delete rotated chunks, cut them at frame boundaries, splice frames out of any file but the
+    chunk the sidecar names (whose offsets it records), never the active file's last frame: every
+    bundle not removed comes back, and exactly when a removed frame was not yet in a segment the
+    open reports it."""
+    root = copy_of(rotated, tmp_path_factory.mktemp("edit") / "store")
+    wal = root / "wal"
+    point, _ = sidecar.read(DEFAULT_FS, str(wal))
+    assert point is not None
+    removed: set[int] = set()
+    for name in data.draw(st.lists(st.sampled_from(["quiver.wal.0", "quiver.wal.1", "quiver.wal.2", "quiver.wal"]),
+                                   min_size=1, max_size=3, unique=True), label="files"):
+        path = wal / name
+        found = frames(path)
+        content = path.read_bytes()
+        ops = ["cut", "splice"] if name == "quiver.wal" else ["delete", "cut"] if name == "quiver.wal.0" else ["delete", "cut", "splice"]
+        op = data.draw(st.sampled_from(ops), label=f"{name} op")
+        if op == "delete":
+            path.unlink()
+            removed |= {seq for _, _, seq in found}
+            continue
+        limit = len(found) - 1 if name == "quiver.wal" else len(found)  # the active file keeps its last frame
+        i = data.draw(st.integers(0, limit - 1), label=f"{name} from")
+        k = limit if op == "cut" and name != "quiver.wal" else data.draw(st.integers(i + 1, limit), label=f"{name} to")
+        end = found[k][0] if k < len(found) else len(content)
+        path.write_bytes(content[: found[i][0]] + content[end:])
+        removed |= {seq for _, _, seq in found[i:k]}
+    lost = {s for s in removed if s >= 5}  # bundles 0-4 are in the segment
+    cfg = rotated_config(data.draw(st.sampled_from(["point_in_time", "skip_corrupt"]), label="mode"))
+    with QuiverStore.open(root, cfg) as store:
+        reports = store.stats()["corruption_reports"]
+        assert bool(reports) == bool(lost), reports
+        assert store.stats()["quarantined_bytes"] == 0
+    assert reopen_clean(root, cfg) == sorted(ALL - lost)
+
+
+def test_with_every_rotated_chunk_gone_the_active_file_is_read_whole(rotated, tmp_path):
+    """The sidecar names quiver.wal.0; with no chunk left the active file took its generation by
+    name, and recovery used to read it from the sidecar's offset: its first frames (bundles
+    30-34) were skipped as if in a segment, with no word. The frame at that offset does not follow
+    the segments, so the file is read from its header: 30-34 come back, 5-29 are reported."""
+    root = copy_of(rotated, tmp_path / "store")
+    for g in range(3):
+        (root / "wal" / f"quiver.wal.{g}").unlink()
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert "WAL sequence(s) 5..29 missing before the frame of sequence 30 (the first frame recovery reads" in report["error"]
+        assert store.stats()["sidecar_fallbacks"] == 1 and store.stats()["replayed_entries"] == 10
+    assert reopen_clean(root, cfg) == [*range(5), *range(30, 40)]

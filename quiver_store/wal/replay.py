@@ -26,7 +26,7 @@ from .format import (
     decode_header,
     encode_header,
 )
-from .reader import ZERO_TAIL, Damage, content_end, scan
+from .reader import ZERO_TAIL, Damage, content_end, frame_at, scan
 from .rotation import ACTIVE, QUARANTINE_DIR, chunk_name, list_chunks
 from .writer import Position
 
@@ -53,12 +53,14 @@ class WalCutError(CorruptionError):
 
 
 class WalGapError(CorruptionError):
-    """WAL sequence numbers missing between two intact frames: the entries that held them are gone.
+    """WAL sequence numbers missing between two intact frames (or between the segments and the first
+    frame after the truncate point: `after_point`): the entries that held them are gone.
     `missing_generations`: rotated WAL files absent between the two frames' files (their loss)."""
 
-    def __init__(self, message: str, path: str, offset: int, missing_generations: tuple[int, ...] = ()) -> None:
+    def __init__(self, message: str, path: str, offset: int, missing_generations: tuple[int, ...] = (), after_point: bool = False) -> None:
         super().__init__(message, path, offset)
         self.missing_generations = missing_generations
+        self.after_point = after_point
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ def plan_recovery(
         if point is not None and g < point.generation:
             plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
     files = [(g, p) for g, p in files if point is None or g >= point.generation]
-    follows = _Follows(covered_sequence)
+    follows = _Follows(covered_sequence, point if plan.sidecar_reset is None else None)
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
@@ -211,6 +213,17 @@ def plan_recovery(
                     f"sidecar offset {named.offset} is outside {path} ({len(data)} bytes); scanning it all")
             else:
                 start = named.offset
+            first = frame_at(memoryview(data), start) if start < len(data) else None
+            if isinstance(first, Entry) and first.sequence > covered_sequence + 1:
+                # The frame at the point does not follow what the segments hold: the sidecar does not
+                # describe this file (all later chunks gone, so the active file took the name of
+                # the one it names), or segments are gone. Frames before the point may not be in
+                # any segment: read the whole file; it is in step with the sidecar from now on.
+                plan.sidecar_problem = plan.sidecar_problem or (
+                    f"the frame at the sidecar's offset {start} of {path} has sequence {first.sequence}, more than one "
+                    f"past the newest segment's last ({covered_sequence}); scanning the file from its header")
+                plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, gen)
+                start = HEADER_LEN
         fscan = FileScan(path, gen, len(data), start)
         plan.files.append(fscan)
         view = memoryview(data)
@@ -245,20 +258,27 @@ class _Follows:
     bundle written straight into a segment file), in order, so a frame whose sequence is more than
     one past the intact frame right before it (in the same file, or the last of the file before)
     shows frames that are gone: a rotated chunk cut at a frame boundary, a deleted rotated chunk,
-    frames removed from the middle of a file. Sequences already in segments are not missing."""
+    frames removed from the middle of a file. Sequences already in segments are not missing. The
+    first frame after the truncate point follows the frames a durable segment holds, so it may be
+    at most one past the newest segment's last sequence."""
 
-    def __init__(self, covered: int) -> None:
+    def __init__(self, covered: int, start: sidecar.TruncatePoint | None) -> None:
         self.covered = covered
-        self.last: int | None = None  # sequence of the frame just before (None: do not check the next)
+        self.start = start  # where the scan starts, until the first frame is read (None: not checked)
+        self.last: int | None = None if start is None else covered  # the frame before (None: skip the check)
 
     def check(self, plan: RecoveryPlan, entry: Entry, path: str, previous: tuple[int, str] | None, gen: int) -> None:
         """`previous`: (generation, path) of the file before, when `entry` is the first frame of its file."""
         last, self.last = self.last, entry.sequence
+        start, self.start = self.start, None
         if last is None or entry.sequence <= max(last, self.covered) + 1:
             return
         lo, hi = max(last, self.covered) + 1, entry.sequence - 1
         gone: tuple[int, ...] = ()
-        if previous is None:
+        if start is not None:
+            where = (f"the first frame recovery reads; the segments hold sequences up to {self.covered}, so neither "
+                     "they nor the WAL hold these")
+        elif previous is None:
             where = f"the frame before it has sequence {last}: frames were removed from inside the file"
         else:
             gone = tuple(range(previous[0] + 1, gen))
@@ -268,8 +288,9 @@ class _Follows:
         what = (f"WAL sequence(s) {lo}..{hi} missing before the frame of sequence {entry.sequence} ({where}); "
                 "the acknowledged bundles they held are lost")
         if plan.mode == "strict":
-            raise WalGapError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path, entry.offset, gone)
-        plan.corruptions.append(WalGapError(what, path, entry.offset, gone))
+            raise WalGapError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path,
+                              entry.offset, gone, start is not None)
+        plan.corruptions.append(WalGapError(what, path, entry.offset, gone, start is not None))
 
 
 def _damage(
