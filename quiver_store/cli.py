@@ -416,11 +416,11 @@ def _replay_wal(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
     console.print(escape(f"sidecar: {plan.sidecar_point or 'none'}" + (f" ({plan.sidecar_problem})" if plan.sidecar_problem else "")))
     console.print(f"entries already in segments: WAL sequence <= {covered}")
     table = Table(title=f"what recovery ({args.recovery}) would do — nothing is modified")
-    for col in ("file", "scan from", "valid entries", "in segments", "unknown type", "hole bytes", "last seq"):
+    for col in ("file", "scan from", "valid entries", "in segments", "direct markers", "unknown type", "hole bytes", "last seq"):
         table.add_column(col)
     for f in plan.files:
         table.add_row(
-            os.path.basename(f.path), str(f.start), str(f.valid), str(f.covered), str(f.unknown), str(f.holes),
+            os.path.basename(f.path), str(f.start), str(f.valid), str(f.covered), str(f.direct), str(f.unknown), str(f.holes),
             "-" if f.last_sequence is None else str(f.last_sequence),
         )
     console.print(table)

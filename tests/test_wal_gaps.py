@@ -197,7 +197,7 @@ def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path):
     assert reopen_clean(root, cfg) == sorted(ALL - {seq})
 
 
-def test_a_failed_direct_bundle_leaves_its_marker_and_no_gap(tmp_path):
+def test_a_failed_direct_bundle_leaves_its_marker_and_no_gap(tmp_path, capsys):
     """A direct bundle's sequence number has a marker frame in the WAL even when its segment write
     fails, so the logged bundles after it follow without a gap after a crash."""
     fs = FailingSegmentWrites()
@@ -213,6 +213,10 @@ def test_a_failed_direct_bundle_leaves_its_marker_and_no_gap(tmp_path):
     store._abandon()
     logged = [(e.entry_type, e.sequence) for e in scan(memoryview((tmp_path / "wal" / "quiver.wal").read_bytes()), HEADER_LEN, resync=False) if isinstance(e, Entry)]
     assert logged == [(0, 0), (ENTRY_DIRECT, 1), (0, 2), (ENTRY_DIRECT, 3), (0, 4)]
+    assert main(["replay", str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ quiver.wal "))
+    # read from the sidecar's point (past bundle 2's segment): the marker of 3 and the entry of 4
+    assert [cell.strip() for cell in row.split("│")[1:-1]][2:5] == ["2", "0", "1"]  # valid, in segments, direct markers
     with QuiverStore.open(tmp_path, DIRECT) as store:
         assert store.stats()["corruption_reports"] == []
     with QuiverStore.open(tmp_path, DIRECT) as store:
