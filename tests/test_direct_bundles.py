@@ -23,7 +23,11 @@ from quiver_store import (
     StoreConfig,
     WalConfig,
 )
-from quiver_store.fs import FileSystem
+from quiver_store.cli import main as cli_main
+from quiver_store.fs import DEFAULT_FS, FileSystem
+from quiver_store.wal import sidecar
+from quiver_store.wal.format import ENTRY_DIRECT, HEADER_LEN, Entry
+from quiver_store.wal.reader import scan
 
 THRESHOLD = 4096
 DIRECT = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), wal=WalConfig(direct_bundle_size=THRESHOLD))
@@ -158,20 +162,51 @@ class FailingSegmentWrites(FileSystem):
         return super().open(path, flags, mode)
 
 
-def test_a_direct_bundle_whose_segment_write_fails_is_reported_and_not_stored(tmp_path):
+@pytest.mark.parametrize("crash", [False, True], ids=["close", "crash"])
+def test_a_direct_bundle_whose_segment_write_fails_is_reported_and_not_stored(tmp_path, capsys, crash):
+    """Every direct bundle, stored or not, leaves a marker frame in the WAL in its place, so after a
+    crash the logged bundles behind the failed one replay with no sequence gap reported."""
     fs = FailingSegmentWrites()
-    with QuiverStore.open(tmp_path, DIRECT, fs=fs) as store:
-        store.ingest(bundle(0, False))
-        store.ingest(bundle(1, True))
-        fs.failing = True
-        with pytest.raises(QuiverError, match=r"bundle 2 was not stored: a segment write failed .*injected: segment volume failed"):
-            store.ingest(bundle(2, True))
-        fs.failing = False
-        store.ingest(bundle(3, False))  # the store goes on; nothing before the failure is lost
-        store.ingest(bundle(4, True))
-        assert store.stats()["finalize_errors"] == 1
+    store = QuiverStore.open(tmp_path, DIRECT, fs=fs)
+    store.ingest(bundle(0, False))
+    store.ingest(bundle(1, True))
+    fs.failing = True
+    with pytest.raises(QuiverError, match=r"bundle 2 was not stored: a segment write failed .*injected: segment volume failed"):
+        store.ingest(bundle(2, True))
+    fs.failing = False
+    store.ingest(bundle(3, False))  # the store goes on; nothing before the failure is lost
+    store.ingest(bundle(4, True))
+    store.ingest(bundle(5, False))  # only in the WAL until a flush
+    assert store.stats()["finalize_errors"] == 1
+    if not crash:
+        store.close()
+    else:
+        store._abandon()
+        frames = [e for e in scan(memoryview((tmp_path / "wal" / "quiver.wal").read_bytes()), HEADER_LEN, resync=False)
+                  if isinstance(e, Entry)]
+        assert [(e.entry_type, e.sequence) for e in frames] == [(0, 0), (ENTRY_DIRECT, 1), (ENTRY_DIRECT, 2), (0, 3), (ENTRY_DIRECT, 4), (0, 5)]
+        point, _ = sidecar.read(DEFAULT_FS, str(tmp_path / "wal"))
+        assert point is not None
+        assert cli_main(["replay", str(tmp_path)]) == 0  # the markers from the point on, in their own column
+        row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ quiver.wal "))
+        markers = sum(e.entry_type == ENTRY_DIRECT for e in frames if e.offset >= point.offset)
+        assert [cell.strip() for cell in row.split("│")[1:-1]][4] == str(markers) != "0"
+        with QuiverStore.open(tmp_path, DIRECT) as store:
+            assert store.stats()["corruption_reports"] == [] and store.stats()["replayed_entries"] == 1
     with QuiverStore.open(tmp_path, DIRECT) as store:
-        assert stored(store) == [(0, 10), (1, 1_000), (3, 10), (4, 1_000)]
+        assert stored(store) == [(0, 10), (1, 1_000), (3, 10), (4, 1_000), (5, 10)]
+
+
+def test_a_group_of_markers_alone_is_not_synced(tmp_path):
+    """A marker matters only once a later frame follows it, and that frame's fdatasync covers it:
+    a direct bundle costs its segment's syncs, not one more of the WAL."""
+    with QuiverStore.open(tmp_path, DIRECT) as store:
+        store.ingest(bundle(0, False))
+        before = store.stats()["fsyncs"]
+        store.ingest(bundle(1, True))
+        assert store.stats()["fsyncs"] == before
+        store.ingest(bundle(2, False))
+        assert store.stats()["fsyncs"] == before + 1
 
 
 def test_a_direct_bundle_behind_a_failing_segment_fails_fast_and_the_logged_data_is_kept(tmp_path):

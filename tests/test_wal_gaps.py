@@ -17,16 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quiver_store import CorruptionError, QuiverError, QuiverStore
+from quiver_store import CorruptionError, QuiverStore
 from quiver_store.cli import main
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.wal import sidecar
-from quiver_store.wal.format import ENTRY_DIRECT, HEADER_LEN, Entry
+from quiver_store.wal.format import HEADER_LEN, Entry
 from quiver_store.wal.reader import scan
 from quiver_store.wal.replay import WalCutError, WalGapError
 
-from .test_direct_bundles import DIRECT, FailingSegmentWrites, stored
-from .test_direct_bundles import bundle as sized_bundle
 from .test_quiver_cli import digest
 from .test_wal_rotation import bundle, config, values
 
@@ -197,44 +195,6 @@ def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path):
     assert reopen_clean(root, cfg) == sorted(ALL - {seq})
 
 
-def test_a_failed_direct_bundle_leaves_its_marker_and_no_gap(tmp_path, capsys):
-    """A direct bundle's sequence number has a marker frame in the WAL even when its segment write
-    fails, so the logged bundles after it follow without a gap after a crash."""
-    fs = FailingSegmentWrites()
-    store = QuiverStore.open(tmp_path, DIRECT, fs=fs)
-    store.ingest(sized_bundle(0, False))
-    fs.failing = True
-    with pytest.raises(QuiverError, match="bundle 1 was not stored"):
-        store.ingest(sized_bundle(1, True))
-    fs.failing = False
-    store.ingest(sized_bundle(2, False))
-    store.ingest(sized_bundle(3, True))  # stored: its marker is logged, its rows are in a segment
-    store.ingest(sized_bundle(4, False))
-    store._abandon()
-    logged = [(e.entry_type, e.sequence) for e in scan(memoryview((tmp_path / "wal" / "quiver.wal").read_bytes()), HEADER_LEN, resync=False) if isinstance(e, Entry)]
-    assert logged == [(0, 0), (ENTRY_DIRECT, 1), (0, 2), (ENTRY_DIRECT, 3), (0, 4)]
-    assert main(["replay", str(tmp_path)]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ quiver.wal "))
-    # read from the sidecar's point (past bundle 2's segment): the marker of 3 and the entry of 4
-    assert [cell.strip() for cell in row.split("│")[1:-1]][2:5] == ["2", "0", "1"]  # valid, in segments, direct markers
-    with QuiverStore.open(tmp_path, DIRECT) as store:
-        assert store.stats()["corruption_reports"] == []
-    with QuiverStore.open(tmp_path, DIRECT) as store:
-        assert stored(store) == [(0, 10), (2, 10), (3, 1_000), (4, 10)]
-
-
-def test_a_group_of_markers_alone_is_not_synced(tmp_path):
-    """A marker matters only once a later frame follows it, and that frame's fdatasync covers it:
-    a direct bundle costs its segment's syncs, not one more of the WAL."""
-    with QuiverStore.open(tmp_path, DIRECT) as store:
-        store.ingest(sized_bundle(0, False))
-        before = store.stats()["fsyncs"]
-        store.ingest(sized_bundle(1, True))
-        assert store.stats()["fsyncs"] == before
-        store.ingest(sized_bundle(2, False))
-        assert store.stats()["fsyncs"] == before + 1
-
-
 def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotated, tmp_path):
     """Nothing is left to read after the point, and the file is not shorter than it: the first
     frame recovery reads (in the next file) is then more than one past what the segments hold."""
@@ -268,7 +228,7 @@ def test_any_frames_removed_before_the_last_one_are_reported_and_nothing_else_is
         path = wal / name
         found = frames(path)
         content = path.read_bytes()
-        ops = ["cut", "splice"] if name == "quiver.wal" else ["delete", "cut"] if name == "quiver.wal.0" else ["delete", "cut", "splice"]
+        ops = ["splice"] if name == "quiver.wal" else ["delete", "cut"] if name == "quiver.wal.0" else ["delete", "cut", "splice"]
         op = data.draw(st.sampled_from(ops), label=f"{name} op")
         if op == "delete":
             path.unlink()
@@ -276,7 +236,7 @@ def test_any_frames_removed_before_the_last_one_are_reported_and_nothing_else_is
             continue
         limit = len(found) - 1 if name == "quiver.wal" else len(found)  # the active file keeps its last frame
         i = data.draw(st.integers(0, limit - 1), label=f"{name} from")
-        k = limit if op == "cut" and name != "quiver.wal" else data.draw(st.integers(i + 1, limit), label=f"{name} to")
+        k = limit if op == "cut" else data.draw(st.integers(i + 1, limit), label=f"{name} to")
         end = found[k][0] if k < len(found) else len(content)
         path.write_bytes(content[: found[i][0]] + content[end:])
         removed |= {seq for _, _, seq in found[i:k]}

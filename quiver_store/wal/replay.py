@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import CorruptionError, QuiverError
@@ -139,6 +140,14 @@ def _no_entry_reason(data: bytes, plan: RecoveryPlan, path: str) -> str:
             "zero: it holds no entry (all reclaimed into segments, or cut while being created)")
 
 
+def _report(plan: RecoveryPlan, what: str, error: Callable[[str], CorruptionError]) -> None:
+    """Damage `what` (the error built by `error(message)`): `strict` refuses to open, the other modes
+    keep it in the plan's corruptions."""
+    if plan.mode == "strict":
+        raise error(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`")
+    plan.corruptions.append(error(what))
+
+
 def _behind_sidecar(plan: RecoveryPlan, point: sidecar.TruncatePoint, path: str, size: int | None, durability: str) -> None:
     """The sidecar (checksummed) says the first `point.offset` bytes of this file were written, yet
     it is shorter (or gone). The store keeps the sidecar in step whenever it starts a file afresh,
@@ -155,9 +164,7 @@ def _behind_sidecar(plan: RecoveryPlan, point: sidecar.TruncatePoint, path: str,
         f", but the sidecar records that its first {point.offset} bytes were written (the entries before that are "
         f"in segments): it was {'deleted' if size is None else 'cut'} since, and any acknowledged entry after that "
         "point is lost")
-    if plan.mode == "strict":
-        raise WalCutError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path, size or 0)
-    plan.corruptions.append(WalCutError(what, path, size or 0))
+    _report(plan, what, lambda message: WalCutError(message, path, size or 0))
 
 
 def plan_recovery(
@@ -189,7 +196,7 @@ def plan_recovery(
         if point is not None and g < point.generation:
             plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
     files = [(g, p) for g, p in files if point is None or g >= point.generation]
-    follows = _Follows(covered_sequence, point if plan.sidecar_reset is None else None)
+    follows = _Follows(covered_sequence, point is not None and plan.sidecar_reset is None)
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
@@ -206,6 +213,7 @@ def plan_recovery(
             plan.actions.append(Action("recreate", path, reason=_no_entry_reason(data, plan, path)))
             continue
         _check_header(data, path, cfg_hash)
+        view = memoryview(data)
         start = HEADER_LEN
         if named is not None:
             if named.offset > len(data) or named.offset < HEADER_LEN:
@@ -213,20 +221,19 @@ def plan_recovery(
                     f"sidecar offset {named.offset} is outside {path} ({len(data)} bytes); scanning it all")
             else:
                 start = named.offset
-            first = frame_at(memoryview(data), start) if start < len(data) else None
-            if isinstance(first, Entry) and first.sequence > covered_sequence + 1:
+            at_point = frame_at(view, start) if start < len(data) else None
+            if isinstance(at_point, Entry) and at_point.sequence > covered_sequence + 1:
                 # The frame at the point does not follow what the segments hold: the sidecar does not
                 # describe this file (all later chunks gone, so the active file took the name of
                 # the one it names), or segments are gone. Frames before the point may not be in
                 # any segment: read the whole file; it is in step with the sidecar from now on.
                 plan.sidecar_problem = plan.sidecar_problem or (
-                    f"the frame at the sidecar's offset {start} of {path} has sequence {first.sequence}, more than one "
+                    f"the frame at the sidecar's offset {start} of {path} has sequence {at_point.sequence}, more than one "
                     f"past the newest segment's last ({covered_sequence}); scanning the file from its header")
                 plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, gen)
                 start = HEADER_LEN
         fscan = FileScan(path, gen, len(data), start)
         plan.files.append(fscan)
-        view = memoryview(data)
         stop = False
         for item in scan(view, start, resync=mode == "skip_corrupt"):
             if isinstance(item, Entry):
@@ -262,20 +269,20 @@ class _Follows:
     first frame after the truncate point follows the frames a durable segment holds, so it may be
     at most one past the newest segment's last sequence."""
 
-    def __init__(self, covered: int, start: sidecar.TruncatePoint | None) -> None:
+    def __init__(self, covered: int, check_first: bool) -> None:
         self.covered = covered
-        self.start = start  # where the scan starts, until the first frame is read (None: not checked)
-        self.last: int | None = None if start is None else covered  # the frame before (None: skip the check)
+        self.first = check_first  # the next frame is the first read, and must follow the segments
+        self.last: int | None = covered if check_first else None  # the frame before (None: skip the check)
 
     def check(self, plan: RecoveryPlan, entry: Entry, path: str, previous: tuple[int, str] | None, gen: int) -> None:
         """`previous`: (generation, path) of the file before, when `entry` is the first frame of its file."""
         last, self.last = self.last, entry.sequence
-        start, self.start = self.start, None
+        first, self.first = self.first, False
         if last is None or entry.sequence <= max(last, self.covered) + 1:
             return
         lo, hi = max(last, self.covered) + 1, entry.sequence - 1
         gone: tuple[int, ...] = ()
-        if start is not None:
+        if first:
             where = (f"the first frame recovery reads; the segments hold sequences up to {self.covered}, so neither "
                      "they nor the WAL hold these")
         elif previous is None:
@@ -287,10 +294,7 @@ class _Follows:
                 if gone else "its last frames were cut off (a rotated file ends with its last frame)")
         what = (f"WAL sequence(s) {lo}..{hi} missing before the frame of sequence {entry.sequence} ({where}); "
                 "the acknowledged bundles they held are lost")
-        if plan.mode == "strict":
-            raise WalGapError(f"{what}; wal.recovery='strict' refuses to open. Inspect it with `quiver replay`", path,
-                              entry.offset, gone, start is not None)
-        plan.corruptions.append(WalGapError(what, path, entry.offset, gone, start is not None))
+        _report(plan, what, lambda message: WalGapError(message, path, entry.offset, gone, first))
 
 
 def _damage(
