@@ -111,6 +111,8 @@ def check_reboot(
     fates = fs.durable_image(str(image), random.Random(seed), torn=torn)
     try:
         got = recovered(str(image), config)
+    except AssertionError as exc:  # it opened, and reported a sequence gap
+        raise AssertionError(f"crash at op {crash_at} (seed {seed}): {exc}; files: {fates}") from exc
     except Exception as exc:  # the message below says what the reboot found
         raise AssertionError(f"crash at op {crash_at} (seed {seed}): the store did not open: {exc!r}; files: {fates}") from exc
     values = [b.slots[30]["v"][0].as_py() for b in got]
