@@ -36,6 +36,7 @@ from .presence import (
     WalFile,
     find_missing,
     read_ack_evidence,
+    recorded_absences,
     scan_wal_file,
     segment_span,
 )
@@ -242,11 +243,15 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             if damage is not None:
                 errors.append(f"{damage}: opening the store moves the records from here on aside, losing those outcomes")
     missing, notes = find_missing(fs, args.path, files, spans, acks)
-    for name, why in notes:
+    lost, unacknowledged = recorded_absences(seg_dir, spans)
+    for name, why in notes + unacknowledged:
         table.add_row(name, "-", f"[yellow]{escape(why)}")
     for name, why in missing:
         table.add_row(name, "-", "[red]MISSING")
         errors.append(f"{os.path.join(args.path, name)}: {why}")
+    for name, why in lost:
+        table.add_row(name, "-", "[red]LOST")
+        errors.append(f"{args.path}: {why}")
     console.print(table)
     for e in errors:
         console.print(f"[red]error:[/red] {escape(e)}", highlight=False, soft_wrap=True)

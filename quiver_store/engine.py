@@ -30,7 +30,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import exit_guard, fork_guard, progress, progress_ledger, seq_floor
+from . import absent, exit_guard, fork_guard, progress, progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .config import StoreConfig
 from .errors import (
@@ -425,6 +425,9 @@ class QuiverStore:
         plan = replay.plan_recovery(fs, self.wal_dir, self.layout.cfg_hash, cfg.wal.recovery, covered, cfg.wal.durability)
         replay.apply_plan(fs, plan)
         self._record_plan(plan)
+        # WAL sequences no segment will hold, for the next segment's metadata (absent.py); the
+        # applier and finalizer add direct bundles that fail, under self._lock.
+        self._absent: list[absent.Range] = list(plan.absent)
         chunks = {g: fs.file_size(os.path.join(self.wal_dir, chunk_name(g))) for g in list_chunks(fs, self.wal_dir)}
         active = os.path.join(self.wal_dir, ACTIVE)
         active_file_size = fs.file_size(active) if fs.exists(active) else 0
@@ -765,6 +768,7 @@ class QuiverStore:
                     log.exception("applier failed on %s", item[0])
                     if item[0] == "direct":  # never logged: its producer hears that it was not stored
                         _fail(item[4][1], QuiverError(f"bundle {item[1]} was not stored: {exc!r}"))
+                        self._note_unstored(item[1])
                     elif item[0] in ("entry", "seal"):
                         # Fail-stop: a later segment's WAL truncation would pass this acknowledged
                         # bundle (or the open segment's), so nothing after it is placed until a
@@ -822,6 +826,7 @@ class QuiverStore:
         _, seq, _, _, (bundle, written), _ = item
         if self._halted is not None:
             _fail(written, QuiverError(f"bundle {seq} was not stored: the store stopped placing bundles ({self._halted!r})"))
+            self._note_unstored(seq)
             return
         segment = OpenSegment(self.config.segment)
         segment.append(bundle)
@@ -836,6 +841,12 @@ class QuiverStore:
             self._sealed.append(_Sealed(segment, seq, seq, None, "direct", [written], direct=True))
             self.stats_counters["direct_bundles"] += 1
             self._finalize_cv.notify_all()
+
+    def _note_unstored(self, seq: int) -> None:
+        """A direct bundle that will be in no segment (its producer got the error): recorded in the
+        next segment's metadata, so that verify does not take its sequence for a lost segment."""
+        with self._lock:
+            self._absent.append((seq, seq, absent.UNACKNOWLEDGED))
 
     def _start_segment(self, seq: int) -> None:
         self._open = OpenSegment(self.config.segment)
@@ -899,6 +910,9 @@ class QuiverStore:
                             _fail(w, dropped if queued.direct else failure)
                     # A direct bundle was never logged or acknowledged: drop it rather than store it
                     # after its producer was told it failed (the ones behind keep their order).
+                    for queued in self._sealed:
+                        if queued.direct:
+                            self._note_unstored(queued.first_sequence)
                     self._sealed = collections.deque(q for q in self._sealed if not q.direct)
                     self._cv.notify_all()
                     if self._stopping:
@@ -930,6 +944,10 @@ class QuiverStore:
         signals = self.layout.signals_of(acc.slot for acc in sealed.segment.streams if acc.rows)
         if signals:
             metadata[META_SIGNALS] = ",".join(signals)
+        with self._lock:
+            recorded = list(self._absent)
+        if recorded:
+            metadata[absent.META_KEY] = absent.encode(recorded)
         event_cols = {slot: cols[0] for slot, cols in self.layout.event_time_columns if cols}  # type: ignore[misc, union-attr]
         path = segment_path(self.segments_dir, seq)
         info = write_segment(
@@ -940,6 +958,9 @@ class QuiverStore:
         self._segment_sizes[seq] = info.size_bytes
         self._segment_infos[seq] = info
         self._wal_covered = max(self._wal_covered, sealed.last_sequence)
+        if recorded:
+            with self._lock:
+                self._absent = [r for r in self._absent if r not in recorded]
         c = self.stats_counters
         c["segments_written"] += 1
         c["segment_bytes_written"] += info.size_bytes

@@ -14,8 +14,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import seq_floor
-from .engine import LOCK_NAME, META_WAL_FIRST, META_WAL_LAST, SEGMENT_SUFFIX
+from . import absent, seq_floor
+from .engine import LOCK_NAME, META_WAL_FIRST, META_WAL_LAST, SEGMENT_SUFFIX, segment_path
 from .errors import CorruptionError
 from .fs import FileSystem
 from .segment.info import SegmentInfo
@@ -41,11 +41,13 @@ class WalFile:
 @dataclass(frozen=True)
 class SegmentSpan:
     """A present segment and the WAL sequences of its bundles (None: unreadable, or not written by a
-    store, which records them as quiver.wal.first_sequence / last_sequence)."""
+    store, which records them as quiver.wal.first_sequence / last_sequence), with the sequences it
+    records that no segment holds (absent.py)."""
 
     seq: int
     first: int | None
     last: int | None
+    absent: tuple[absent.Range, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,44 @@ def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[Wa
 
 def segment_span(info: SegmentInfo) -> SegmentSpan:
     first, last = (info.metadata.get(k, "") for k in (META_WAL_FIRST, META_WAL_LAST))
+    recorded = tuple(absent.decode(info.metadata.get(absent.META_KEY, "")))
     if first.isdigit() and last.isdigit():
-        return SegmentSpan(info.seq, int(first), int(last))
-    return SegmentSpan(info.seq, None, None)
+        return SegmentSpan(info.seq, int(first), int(last), recorded)
+    return SegmentSpan(info.seq, None, None, recorded)
+
+
+def _recorded(spans: dict[int, SegmentSpan]) -> list[tuple[int, int]]:
+    return [(lo, hi) for span in spans.values() for lo, hi, _ in span.absent]
+
+
+def _unexplained(lo: int, hi: int, recorded: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of sequences lo..hi that no recorded range covers."""
+    left = [(lo, hi)] if lo <= hi else []
+    for a, b in recorded:
+        left = [part for x, y in left for part in ((x, min(y, a - 1)), (max(x, b + 1), y)) if part[0] <= part[1]]
+    return left
+
+
+def _ranges(parts: list[tuple[int, int]]) -> str:
+    return ", ".join(absent.label(a, b) for a, b in parts)
+
+
+def recorded_absences(seg_dir: str, spans: dict[int, SegmentSpan]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(lost, unacknowledged): per recorded range, a row label and what the record says. Lost
+    ranges are acknowledged bundles gone (an error); unacknowledged ones lose nothing."""
+    lost: list[tuple[str, str]] = []
+    unacknowledged: list[tuple[str, str]] = []
+    for seq in sorted(spans):
+        name = os.path.relpath(segment_path(seg_dir, seq), os.path.dirname(seg_dir))
+        for lo, hi, kind in spans[seq].absent:
+            row = f"WAL sequence(s) {absent.label(lo, hi)}"
+            if kind == absent.LOST:
+                lost.append((row, f"{row} are lost, as {name} records: QuiverStore.open found them gone from the WAL "
+                             "before any segment held them and reported it (stats()['corruption_reports'])"))
+            else:
+                unacknowledged.append((row, f"never acknowledged, in no segment ({name} records it): a large bundle whose "
+                                       "segment write failed or was cut by a crash"))
+    return lost, unacknowledged
 
 
 def read_ack_evidence(fs: FileSystem, root: str) -> AckEvidence | None:
@@ -129,10 +166,6 @@ def _owed(acks: AckEvidence, seq: int) -> list[str]:
     return out
 
 
-def _seq_range(lo: int, hi: int) -> str:
-    return str(lo) if lo == hi else f"{lo}..{hi}"
-
-
 def _missing_segments(spans: dict[int, SegmentSpan], acks: AckEvidence | None, covered_floor: int | None) -> list[tuple[str, str]]:
     """Segment numbers absent between (or above) the present ones that the evidence says must exist.
 
@@ -145,6 +178,7 @@ def _missing_segments(spans: dict[int, SegmentSpan], acks: AckEvidence | None, c
     log order). (2) A subscriber that was registered before the segment and has not resolved it.
     """
     out: list[tuple[str, str]] = []
+    recorded = _recorded(spans)
     known = sorted(s for s in (acks.state.catalog if acks else ()) if s not in spans)
     prev = -1  # the present segment below the gap (-1: none)
     below: int | None = -1  # highest WAL sequence the present segments up to `prev` hold (None: unknown)
@@ -155,9 +189,10 @@ def _missing_segments(spans: dict[int, SegmentSpan], acks: AckEvidence | None, c
         first_after = spans[nxt].first if nxt is not None else None
         if nxt is not None and nxt > prev + 1 and covered_floor is not None and below is not None and first_after is not None:
             lo = max(below + 1, covered_floor)
-            if lo < first_after:
+            unexplained = _unexplained(lo, first_after - 1, recorded)
+            if unexplained:
                 reasons.append(
-                    f"WAL sequence(s) {_seq_range(lo, first_after - 1)} are in no segment file, and segments/next.seq "
+                    f"WAL sequence(s) {_ranges(unexplained)} are in no segment file, and segments/next.seq "
                     f"(wal_covered {covered_floor}) shows no deletion reached them: the store raises it past a "
                     "segment's WAL sequences before it deletes the segment"
                 )
@@ -227,14 +262,17 @@ def _missing_wal_generations(fs: FileSystem, wal_dir: str, files: list[WalFile])
     return out
 
 
-def _missing_wal_data(fs: FileSystem, wal_dir: str, files: list[WalFile], covered: int) -> list[tuple[str, str]]:
+def _missing_wal_data(
+    fs: FileSystem, wal_dir: str, files: list[WalFile], covered: int, recorded: list[tuple[int, int]]
+) -> list[tuple[str, str]]:
     """WAL entries that are neither in a segment file nor where recovery will read them.
 
     Recovery starts at the truncate point (wal/truncate.offset), which moves only past entries that
     a durable segment holds; so entries before it whose sequence no segment covers mean the point is
     ahead of the segments' data, and a first entry after it above `covered` + 1 means the entries in
     between were reclaimed from the WAL into segments that are gone. (`covered`: the highest WAL
-    sequence the present segments hold, or next.seq's wal_covered - 1 when deletions passed it.)
+    sequence the present segments hold, or next.seq's wal_covered - 1 when deletions passed it;
+    `recorded`: sequences a segment records as absent, which need no segment.)
     """
     point, problem = sidecar.read(fs, wal_dir)
     if problem:
@@ -250,21 +288,22 @@ def _missing_wal_data(fs: FileSystem, wal_dir: str, files: list[WalFile], covere
             else:
                 after.append(seq)
     out = []
-    ahead = sorted(s for s in before if s > covered)
+    ahead = sorted(s for s in before if s > covered and not any(a <= s <= b for a, b in recorded))
     if ahead:
         assert point is not None
         out.append((
             f"wal/{sidecar.NAME}",
             f"the truncate point (generation {point.generation}, offset {point.offset}) is past WAL entries "
-            f"{_seq_range(ahead[0], ahead[-1])} that no segment file holds (the segments hold WAL sequences up to "
+            f"{absent.label(ahead[0], ahead[-1])} that no segment file holds (the segments hold WAL sequences up to "
             f"{covered}); it only moves past entries a durable segment holds, so that segment is missing, and "
             "recovery, which starts at the point, will not replay them",
         ))
         covered = max(covered, ahead[-1])
-    if after and min(after) > covered + 1:
+    unexplained = _unexplained(covered + 1, min(after) - 1, recorded) if after else []
+    if unexplained:
         out.append((
             "wal/",
-            f"WAL sequence(s) {_seq_range(covered + 1, min(after) - 1)} are in no segment file and no longer in the WAL "
+            f"WAL sequence(s) {_ranges(unexplained)} are in no segment file and no longer in the WAL "
             f"(the oldest entry recovery reads has sequence {min(after)}; the segments hold sequences up to {covered}): "
             "the WAL only reclaims entries a durable segment holds, so that segment is missing",
         ))
@@ -300,7 +339,7 @@ def find_missing(
         if max_seen >= 0:
             evidence.append(f"the ack log registered segments up to {max_seen}")
         if not wal_damaged:
-            evidence += [why for _, why in _missing_wal_data(fs, wal_dir, files, -1)]
+            evidence += [why for _, why in _missing_wal_data(fs, wal_dir, files, -1, [])]
         if evidence:
             missing.append(("segments/", "segments/ is missing although " + "; ".join(evidence)))
         else:
@@ -317,5 +356,5 @@ def find_missing(
     missing += _missing_segments(spans, acks, covered_floor)
     if all(s.last is not None for s in spans.values()) and not wal_damaged and fs.exists(wal_dir):
         covered = max([covered_floor - 1 if covered_floor is not None else -1] + [s.last for s in spans.values() if s.last is not None])
-        missing += _missing_wal_data(fs, wal_dir, files, covered)
+        missing += _missing_wal_data(fs, wal_dir, files, covered, _recorded(spans))
     return missing, notes

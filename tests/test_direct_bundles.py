@@ -197,6 +197,37 @@ def test_a_direct_bundle_whose_segment_write_fails_is_reported_and_not_stored(tm
         assert stored(store) == [(0, 10), (1, 1_000), (3, 10), (4, 1_000), (5, 10)]
 
 
+@pytest.mark.parametrize("crash", [False, True], ids=["later segment", "crash first"])
+def test_a_failed_direct_bundle_is_recorded_so_verify_does_not_call_its_sequence_missing(tmp_path, capsys, crash):
+    """The failed bundle's sequence is in no segment, and after a crash the segment numbers skip a
+    reserved run: verify used to report a missing segment there. The store records the sequence as
+    never acknowledged in the next segment's metadata, from memory (the failure) or, after a crash
+    that lost that, from the marker frame above the segments' sequences (the next open)."""
+    fs = FailingSegmentWrites()
+    store = QuiverStore.open(tmp_path, DIRECT, fs=fs)
+    store.ingest(bundle(0, False))
+    store.ingest(bundle(1, True))
+    fs.failing = True
+    with pytest.raises(QuiverError, match="bundle 2 was not stored"):
+        store.ingest(bundle(2, True))
+    fs.failing = False
+    if crash:
+        store._abandon()
+    else:
+        store.ingest(bundle(3, False))
+        store.close()
+    with QuiverStore.open(tmp_path, DIRECT) as store:
+        assert store.stats()["corruption_reports"] == []
+        store.ingest(bundle(4, False))
+    assert cli_main(["verify", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "error:" not in out
+    row = next(line for line in out.splitlines() if line.startswith("│ WAL sequence(s) 2 "))
+    assert "never acknowledged, in no segment" in row
+    with QuiverStore.open(tmp_path, DIRECT) as store:
+        assert stored(store) == [(0, 10), (1, 1_000), *([] if crash else [(3, 10)]), (4, 10)]
+
+
 def test_a_group_of_markers_alone_is_not_synced(tmp_path):
     """A marker matters only once a later frame follows it, and that frame's fdatasync covers it:
     a direct bundle costs its segment's syncs, not one more of the WAL."""

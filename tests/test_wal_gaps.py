@@ -10,6 +10,7 @@ replayed.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -96,7 +97,33 @@ def test_a_deleted_rotated_chunk_is_reported_and_every_later_frame_replayed(rota
         assert report["action"] == "every intact frame after the gap is replayed"
         assert store.stats()["replayed_entries"] == 35 - len(lost)
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
-    assert main(["verify", str(root)]) == 0
+    assert verify_errors(root, capsys) == [loss_recorded(root, min(lost), max(lost))]
+
+
+def verify_errors(root: Path, capsys) -> list[str]:
+    """The error lines of `quiver verify` (exit 1 exactly when there are some), whitespace collapsed."""
+    code = main(["verify", str(root)])
+    errors = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines() if line.startswith("error:")]
+    assert code == (1 if errors else 0)
+    return errors
+
+
+def loss_recorded(root: Path, lo: int, hi: int) -> str:
+    """verify's line for a loss that open reported and the next segment recorded (the newest one here)."""
+    newest = sorted((root / "segments").glob("*.qseg"))[-1].name
+    return (f"error: {root}: WAL sequence(s) {lo}..{hi} are lost, as segments/{newest} records: QuiverStore.open found "
+            "them gone from the WAL before any segment held them and reported it (stats()['corruption_reports'])")
+
+
+def verified_lost(root: Path, capsys) -> set[int]:
+    """The WAL sequences `quiver verify` names as lost, as recorded by a segment; any other error fails."""
+    lost: set[int] = set()
+    for line in verify_errors(root, capsys):
+        m = re.fullmatch(rf"error: {re.escape(str(root))}: WAL sequence\(s\) (\d+)(?:\.\.(\d+))? are lost, as segments/\d+\.qseg "
+                         r"records: QuiverStore\.open found them gone .*", line)
+        assert m is not None, line
+        lost |= set(range(int(m[1]), int(m[2] or m[1]) + 1))
+    return lost
 
 
 def test_strict_refuses_a_gap_and_changes_nothing(rotated, tmp_path):
@@ -111,7 +138,7 @@ def test_strict_refuses_a_gap_and_changes_nothing(rotated, tmp_path):
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_a_rotated_chunk_cut_at_a_frame_boundary_is_reported(rotated, tmp_path_factory, data):
+def test_a_rotated_chunk_cut_at_a_frame_boundary_is_reported(rotated, tmp_path_factory, capsys, data):
     """The cut leaves a well-formed, shorter chunk: only the sequence numbers show the loss."""
     root = copy_of(rotated, tmp_path_factory.mktemp("cut") / "store")
     chunk = root / "wal" / "quiver.wal.1"
@@ -126,9 +153,10 @@ def test_a_rotated_chunk_cut_at_a_frame_boundary_is_reported(rotated, tmp_path_f
         assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing" in report["error"]
         assert "its last frames were cut off" in report["error"]
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
+    assert verified_lost(root, capsys) == lost
 
 
-def test_frames_spliced_out_of_a_file_are_reported(rotated, tmp_path):
+def test_frames_spliced_out_of_a_file_are_reported(rotated, tmp_path, capsys):
     root = copy_of(rotated, tmp_path / "store")
     active = root / "wal" / "quiver.wal"
     found = frames(active)
@@ -141,10 +169,11 @@ def test_frames_spliced_out_of_a_file_are_reported(rotated, tmp_path):
         assert report["path"] == str(active) and report["offset"] == start
         assert f"WAL sequence(s) {first}..{last - 1} missing before the frame of sequence {last} (the frame before it has sequence {first - 1}" in report["error"]
     assert reopen_clean(root, cfg) == sorted(ALL - {first, first + 1})
+    assert verified_lost(root, capsys) == {first, first + 1}
 
 
 @pytest.mark.parametrize("cut", ["deleted", "frame boundary", "mid-frame"])
-def test_a_chunk_the_sidecar_names_deleted_or_cut_below_its_point_is_reported_once(rotated, tmp_path, cut):
+def test_a_chunk_the_sidecar_names_deleted_or_cut_below_its_point_is_reported_once(rotated, tmp_path, capsys, cut):
     """The sidecar's point lies inside quiver.wal.0 (a point at a chunk's end moves to the next
     file), so that chunk still held entries after it: a chunk gone or cut below the point is a cut
     WAL, reported once. What is left of it lies below the point, in segments; the sidecar moves to
@@ -170,15 +199,17 @@ def test_a_chunk_the_sidecar_names_deleted_or_cut_below_its_point_is_reported_on
         assert sidecar.read(DEFAULT_FS, str(root / "wal"))[0] == sidecar.TruncatePoint(HEADER_LEN, 1)
         assert store.stats()["quarantined_bytes"] == 0
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
+    assert verified_lost(root, capsys) == lost
     strict = copy_of(rotated, tmp_path / "strict")
     (strict / "wal" / "quiver.wal.0").unlink()
     with pytest.raises(WalCutError, match=r"quiver\.wal\.0 at offset 0: the file is missing"):
         QuiverStore.open(strict, rotated_config("strict"))
 
 
-def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path):
+def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path, capsys):
     """skip_corrupt reports a damaged frame once and zeroes it (a hole from then on); the frames
-    after the hole follow a gap, but that loss is already reported: no second report."""
+    after the hole follow a gap, but that loss is already reported: no second report. It is still
+    recorded in the next segment (the crash came before the first open wrote one)."""
     root = copy_of(rotated, tmp_path / "store")
     active = root / "wal" / "quiver.wal"
     offset, size, seq = frames(active)[4]
@@ -193,9 +224,10 @@ def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path):
     with QuiverStore.open(root, cfg) as store:
         assert store.stats()["corruption_reports"] == [] and store.stats()["wal_hole_bytes"] > 0
     assert reopen_clean(root, cfg) == sorted(ALL - {seq})
+    assert verified_lost(root, capsys) == {seq}
 
 
-def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotated, tmp_path):
+def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotated, tmp_path, capsys):
     """Nothing is left to read after the point, and the file is not shorter than it: the first
     frame recovery reads (in the next file) is then more than one past what the segments hold."""
     root = copy_of(rotated, tmp_path / "store")
@@ -209,15 +241,16 @@ def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotate
         (report,) = store.stats()["corruption_reports"]
         assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing before the frame of sequence {max(lost) + 1} (the first frame recovery reads" in report["error"]
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
+    assert verified_lost(root, capsys) == lost
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_any_frames_removed_before_the_last_one_are_reported_and_nothing_else_is_lost(rotated, tmp_path_factory, data):
+def test_any_frames_removed_before_the_last_one_are_reported_and_nothing_else_is_lost(rotated, tmp_path_factory, capsys, data):
     """Delete rotated chunks, cut them at frame boundaries, splice frames out of any file but the
     chunk the sidecar names (whose offsets it records), never the active file's last frame: every
-    bundle not removed comes back, and exactly when a removed frame was not yet in a segment the
-    open reports it."""
+    bundle not removed comes back, exactly when a removed frame was not yet in a segment the open
+    reports it, and `quiver verify` then names exactly those sequences as lost."""
     root = copy_of(rotated, tmp_path_factory.mktemp("edit") / "store")
     wal = root / "wal"
     point, _ = sidecar.read(DEFAULT_FS, str(wal))
@@ -247,9 +280,10 @@ def test_any_frames_removed_before_the_last_one_are_reported_and_nothing_else_is
         assert bool(reports) == bool(lost), reports
         assert store.stats()["quarantined_bytes"] == 0
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
+    assert verified_lost(root, capsys) == lost
 
 
-def test_with_every_rotated_chunk_gone_the_active_file_is_read_whole(rotated, tmp_path):
+def test_with_every_rotated_chunk_gone_the_active_file_is_read_whole(rotated, tmp_path, capsys):
     """The sidecar names quiver.wal.0; with no chunk left the active file took its generation by
     name, and recovery used to read it from the sidecar's offset: its first frames (bundles
     30-34) were skipped as if in a segment, with no word. The frame at that offset does not follow
@@ -263,3 +297,4 @@ def test_with_every_rotated_chunk_gone_the_active_file_is_read_whole(rotated, tm
         assert "WAL sequence(s) 5..29 missing before the frame of sequence 30 (the first frame recovery reads" in report["error"]
         assert store.stats()["sidecar_fallbacks"] == 1 and store.stats()["replayed_entries"] == 10
     assert reopen_clean(root, cfg) == [*range(5), *range(30, 40)]
+    assert verified_lost(root, capsys) == set(range(5, 30))

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..absent import LOST, UNACKNOWLEDGED, Range
 from ..errors import CorruptionError, QuiverError
 from ..fs import FileSystem
 from . import sidecar
@@ -86,6 +87,7 @@ class RecoveryPlan:
     corruptions: list[CorruptionError] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     last_sequence: int = -1  # highest valid sequence seen anywhere (covered or not)
+    absent: list[Range] = field(default_factory=list)  # sequences above the segments' with no bundle to replay
     sidecar_reset: sidecar.TruncatePoint | None = None  # written first by apply_plan: the sidecar named a
     # position past the end of a log that recovery cuts or recreates; scanning restarts at its header
 
@@ -243,6 +245,8 @@ def plan_recovery(
                 follows.check(plan, item, path, files[index - 1] if index and fscan.valid == 1 else None, gen)
                 if item.entry_type == ENTRY_DIRECT:
                     fscan.direct += 1
+                    if item.sequence > covered_sequence:  # its segment never became durable, so it was never acknowledged
+                        plan.absent.append((item.sequence, item.sequence, UNACKNOWLEDGED))
                 elif item.entry_type != ENTRY_RECORD_BUNDLE:
                     fscan.unknown += 1
                     follows.last = None  # a type from a newer build: its numbering is not ours to check
@@ -267,15 +271,23 @@ class _Follows:
     shows frames that are gone: a rotated chunk cut at a frame boundary, a deleted rotated chunk,
     frames removed from the middle of a file. Sequences already in segments are not missing. The
     first frame after the truncate point follows the frames a durable segment holds, so it may be
-    at most one past the newest segment's last sequence."""
+    at most one past the newest segment's last sequence.
+
+    Every gap above the segments' sequences goes into `plan.absent` as lost, also where it is not
+    reported here: across damage, zeros or a cut file, whose loss is reported as such (now, or by
+    the open that zeroed a region)."""
 
     def __init__(self, covered: int, check_first: bool) -> None:
         self.covered = covered
         self.first = check_first  # the next frame is the first read, and must follow the segments
         self.last: int | None = covered if check_first else None  # the frame before (None: skip the check)
+        self.seen = covered  # the highest sequence the segments or the frames read so far hold
 
     def check(self, plan: RecoveryPlan, entry: Entry, path: str, previous: tuple[int, str] | None, gen: int) -> None:
         """`previous`: (generation, path) of the file before, when `entry` is the first frame of its file."""
+        if entry.sequence > self.seen + 1:
+            plan.absent.append((self.seen + 1, entry.sequence - 1, LOST))
+        self.seen = max(self.seen, entry.sequence)
         last, self.last = self.last, entry.sequence
         first, self.first = self.first, False
         if last is None or entry.sequence <= max(last, self.covered) + 1:
