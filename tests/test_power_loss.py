@@ -29,6 +29,7 @@ from quiver_store import (
     SegmentConfig,
     StoreConfig,
     WalConfig,
+    absent,
     with_progress,
 )
 from quiver_store.wal.bundle_codec import BundleEncoder
@@ -93,12 +94,19 @@ def run_workload(path: str, fs: PowerLossFS, config: StoreConfig = CONFIG, make=
 def recovered(path: str, config: StoreConfig = CONFIG) -> list[RecordBundle]:
     """Open the rebooted store (replaying its WAL), close it, and read every stored bundle. A power
     loss never leaves frames missing between intact ones (unsynced writes land in order or torn,
-    and a direct bundle's marker is synced with the first frame after it): no sequence gap."""
+    and a direct bundle's marker is synced with the first frame after it): no sequence gap, and no
+    segment records WAL sequences as lost (what `quiver verify` would report)."""
     with QuiverStore.open(path, config) as store:
         gaps = [r for r in store.stats()["corruption_reports"] if "missing before the frame" in r["error"]]
         assert gaps == [], f"a power loss reported as lost frames: {gaps}"
     with QuiverStore.open(path, config) as store:
+        assert_nothing_recorded_lost(store)
         return [b for _, _, b in store.bundles()]
+
+
+def assert_nothing_recorded_lost(store: QuiverStore) -> None:
+    lost = [(s.seq, r) for s in store.segments() for r in absent.decode(s.metadata.get(absent.META_KEY, "")) if r[2] == absent.LOST]
+    assert lost == [], f"a power loss recorded as lost WAL sequences: {lost}"
 
 
 def check_reboot(
@@ -284,6 +292,7 @@ def reopened(path, config: StoreConfig = CONFIG) -> tuple[list[int], list[int]]:
     with QuiverStore.open(path, config) as store:
         subscription = store.subscribe("exporter")
         store.flush()
+        assert_nothing_recorded_lost(store)
         stored = [b.slots[30]["v"][0].as_py() for _, _, b in store.bundles()]
         delivered = []
         while (delivery := subscription.next(timeout=0.02)) is not None:

@@ -198,14 +198,14 @@ def plan_recovery(
         if point is not None and g < point.generation:
             plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
     files = [(g, p) for g, p in files if point is None or g >= point.generation]
-    follows = _Follows(covered_sequence, point is not None and plan.sidecar_reset is None)
+    follows = _Follows(covered_sequence, point is not None and plan.sidecar_reset is None, after_loss=bool(plan.corruptions))
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
         named = point if point is not None and gen == point.generation else None  # the file the sidecar names
         if named is not None and named.offset > max(len(data), HEADER_LEN):  # an offset at the header promises no entry
             _behind_sidecar(plan, named, path, len(data), durability)
-            follows.last = None  # that loss is reported: no second report at the next frame
+            follows.skip(after_loss=durability == "fsync")  # that loss is reported: no second report at the next frame
             if not last_file:  # a rotated chunk: what is left of it lies below the point, all in segments
                 plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, files[index + 1][0])  # the next open deletes it
                 continue
@@ -249,13 +249,13 @@ def plan_recovery(
                         plan.absent.append((item.sequence, item.sequence, UNACKNOWLEDGED))
                 elif item.entry_type != ENTRY_RECORD_BUNDLE:
                     fscan.unknown += 1
-                    follows.last = None  # a type from a newer build: its numbering is not ours to check
+                    follows.skip(after_loss=False)  # a type from a newer build: its numbering is not ours to check
                 elif item.sequence <= covered_sequence:
                     fscan.covered += 1
                 else:
                     plan.entries.append((item, Position(gen, item.offset), path))
                 continue
-            follows.last = None  # across zeros or damage (reported): no frame to follow
+            follows.skip(after_loss=item.kind != "hole")  # across zeros or damage (reported): no frame to follow
             stop = _damage(plan, fs, fscan, item, view, last_file, path == active_path, mode, files[index + 1 :])
             if stop:
                 break
@@ -273,25 +273,35 @@ class _Follows:
     first frame after the truncate point follows the frames a durable segment holds, so it may be
     at most one past the newest segment's last sequence.
 
-    Every gap above the segments' sequences goes into `plan.absent` as lost, also where it is not
-    reported here: across damage, zeros or a cut file, whose loss is reported as such (now, or by
-    the open that zeroed a region)."""
+    A gap above the segments' sequences that this open reports, here or as the damage or cut file
+    right before it, goes into `plan.absent` as lost. One across zeros is not recorded: a region
+    an earlier `skip_corrupt` open zeroed (reported then), or pages of unsynced, unacknowledged
+    frames that a power loss wrote back out of order."""
 
-    def __init__(self, covered: int, check_first: bool) -> None:
+    def __init__(self, covered: int, check_first: bool, after_loss: bool) -> None:
         self.covered = covered
         self.first = check_first  # the next frame is the first read, and must follow the segments
         self.last: int | None = covered if check_first else None  # the frame before (None: skip the check)
         self.seen = covered  # the highest sequence the segments or the frames read so far hold
+        self.after_loss = after_loss  # what came right before was reported as lost (damage, a cut file)
+
+    def skip(self, after_loss: bool) -> None:
+        """No frame to follow across what came before the next one (zeros, damage, a cut file, an
+        unknown entry type); `after_loss`: it was reported as damage."""
+        self.last = None
+        self.after_loss = self.after_loss or after_loss
 
     def check(self, plan: RecoveryPlan, entry: Entry, path: str, previous: tuple[int, str] | None, gen: int) -> None:
         """`previous`: (generation, path) of the file before, when `entry` is the first frame of its file."""
-        if entry.sequence > self.seen + 1:
-            plan.absent.append((self.seen + 1, entry.sequence - 1, LOST))
-        self.seen = max(self.seen, entry.sequence)
+        seen, self.seen = self.seen, max(self.seen, entry.sequence)
+        after_loss, self.after_loss = self.after_loss, False
         last, self.last = self.last, entry.sequence
         first, self.first = self.first, False
         if last is None or entry.sequence <= max(last, self.covered) + 1:
+            if after_loss and entry.sequence > seen + 1:
+                plan.absent.append((seen + 1, entry.sequence - 1, LOST))
             return
+        plan.absent.append((max(last, self.covered) + 1, entry.sequence - 1, LOST))
         lo, hi = max(last, self.covered) + 1, entry.sequence - 1
         gone: tuple[int, ...] = ()
         if first:
