@@ -95,6 +95,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         streams.add_column(col)
     schemas: dict[int, list[SegmentInfo]] = {}
     conflicts: dict[int, list[str]] = {}  # slot -> segments whose own streams disagree
+    recorded: dict[int, SegmentSpan] = {}  # segments that record WAL sequences no segment holds
     bad = 0
     for seq in seqs:
         try:
@@ -124,6 +125,12 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             )
         for slot in info.representative_schemas:
             schemas.setdefault(slot, []).append(info)
+        span = segment_span(info)
+        if span.absent:
+            recorded[seq] = span
+    lost, unacknowledged = recorded_absences(seg_dir, recorded)
+    if lost or unacknowledged:
+        segs.caption = "\n".join([why for _, why in lost] + [f"{row}: {why}" for row, why in unacknowledged])
     console.print(segs)
     console.print(subscriber_table(args.path, fs, on_disk=seqs))  # marks, gaps, lag (subscriber/report.py)
     if args.streams:

@@ -98,6 +98,8 @@ def test_a_deleted_rotated_chunk_is_reported_and_every_later_frame_replayed(rota
         assert store.stats()["replayed_entries"] == 35 - len(lost)
     assert reopen_clean(root, cfg) == sorted(ALL - lost)
     assert verify_errors(root, capsys) == [loss_recorded(root, min(lost), max(lost))]
+    assert main(["inspect", str(root)]) == 0  # the segments table's caption says so too
+    assert f"WAL sequence(s) {min(lost)}..{max(lost)} are lost, as segments/" in " ".join(capsys.readouterr().out.split())
 
 
 def verify_errors(root: Path, capsys) -> list[str]:
