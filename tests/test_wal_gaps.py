@@ -233,6 +233,24 @@ def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path, c
     assert verified_lost(root, capsys) == (set() if crash else {seq})
 
 
+def test_zeros_in_place_of_frames_are_neither_reported_nor_recorded_as_lost(rotated, tmp_path, capsys):
+    """Zeros before an intact frame are what a power loss leaves when it writes back the pages of
+    one unsynced group out of order (frames that were never acknowledged), and what skip_corrupt
+    leaves where it zeroed damage (reported when it did): neither is a new loss to record, so
+    verify stays clean. (The price: an acknowledged frame that a disk turned into zeros is missed.)"""
+    root = copy_of(rotated, tmp_path / "store")
+    active = root / "wal" / "quiver.wal"
+    offset, size, seq = frames(active)[4]
+    data = bytearray(active.read_bytes())
+    data[offset : offset + size] = bytes(size)
+    active.write_bytes(bytes(data))
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        assert store.stats()["corruption_reports"] == [] and store.stats()["wal_hole_bytes"] == size
+    assert reopen_clean(root, cfg) == sorted(ALL - {seq})
+    assert verified_lost(root, capsys) == set()
+
+
 def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotated, tmp_path, capsys):
     """Nothing is left to read after the point, and the file is not shorter than it: the first
     frame recovery reads (in the next file) is then more than one past what the segments hold."""
