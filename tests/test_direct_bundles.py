@@ -162,18 +162,25 @@ class FailingSegmentWrites(FileSystem):
         return super().open(path, flags, mode)
 
 
-@pytest.mark.parametrize("crash", [False, True], ids=["close", "crash"])
-def test_a_direct_bundle_whose_segment_write_fails_is_reported_and_not_stored(tmp_path, capsys, crash):
-    """Every direct bundle, stored or not, leaves a marker frame in the WAL in its place, so after a
-    crash the logged bundles behind the failed one replay with no sequence gap reported."""
+def store_whose_third_bundle_failed(root) -> QuiverStore:
+    """An open store holding bundle 0 (logged) and 1 (direct), whose direct bundle 2 failed to be
+    written (its producer got the error); the segment volume works again."""
     fs = FailingSegmentWrites()
-    store = QuiverStore.open(tmp_path, DIRECT, fs=fs)
+    store = QuiverStore.open(root, DIRECT, fs=fs)
     store.ingest(bundle(0, False))
     store.ingest(bundle(1, True))
     fs.failing = True
     with pytest.raises(QuiverError, match=r"bundle 2 was not stored: a segment write failed .*injected: segment volume failed"):
         store.ingest(bundle(2, True))
     fs.failing = False
+    return store
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["close", "crash"])
+def test_a_direct_bundle_whose_segment_write_fails_is_reported_and_not_stored(tmp_path, capsys, crash):
+    """Every direct bundle, stored or not, leaves a marker frame in the WAL in its place, so after a
+    crash the logged bundles behind the failed one replay with no sequence gap reported."""
+    store = store_whose_third_bundle_failed(tmp_path)
     store.ingest(bundle(3, False))  # the store goes on; nothing before the failure is lost
     store.ingest(bundle(4, True))
     store.ingest(bundle(5, False))  # only in the WAL until a flush
@@ -203,14 +210,7 @@ def test_a_failed_direct_bundle_is_recorded_so_verify_does_not_call_its_sequence
     reserved run: verify used to report a missing segment there. The store records the sequence as
     never acknowledged in the next segment's metadata, from memory (the failure) or, after a crash
     that lost that, from the marker frame above the segments' sequences (the next open)."""
-    fs = FailingSegmentWrites()
-    store = QuiverStore.open(tmp_path, DIRECT, fs=fs)
-    store.ingest(bundle(0, False))
-    store.ingest(bundle(1, True))
-    fs.failing = True
-    with pytest.raises(QuiverError, match="bundle 2 was not stored"):
-        store.ingest(bundle(2, True))
-    fs.failing = False
+    store = store_whose_third_bundle_failed(tmp_path)
     if crash:
         store._abandon()
     else:
