@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import progress_ledger, seq_floor
+from . import absent, progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .engine import (
     LOCK_NAME,
@@ -450,6 +450,8 @@ def _replay_wal(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
             what = f"would {act.kind}: {act.path} offset {act.offset} length {act.length} — {act.reason}"
         console.print(escape(what), soft_wrap=True)
     console.print(f"bytes that would be quarantined: {plan.quarantined_bytes}")
+    for lo, hi, kind in absent.merge(plan.absent):
+        console.print(f"would record in the next segment: WAL sequence(s) {absent.label(lo, hi)} {kind}")
     return 1 if plan.corruptions else 0
 
 

@@ -88,6 +88,8 @@ def test_a_deleted_rotated_chunk_is_reported_and_every_later_frame_replayed(rota
         assert "rotated WAL generation(s) 1 missing" in out and "missing before the frame" not in out
     else:
         assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing before the frame of sequence {max(lost) + 1}" in out
+    assert main(["replay", str(root)]) == 1
+    assert f"would record in the next segment: WAL sequence(s) {min(lost)}..{max(lost)} lost" in capsys.readouterr().out
     cfg = rotated_config(mode)
     with QuiverStore.open(root, cfg) as store:
         (report,) = store.stats()["corruption_reports"]
