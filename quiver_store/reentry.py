@@ -8,15 +8,23 @@ the outermost call on that thread returns or raises: after the handler's sys.exi
 as soon as the interrupted call finishes if the handler returns. Calls that block check for it
 at least every CLOSE_CHECK seconds and then end with StoreClosedError: a subscriber's next(), and
 an ingest held by backpressure (size cap or a lagging finalizer), whose bundle is then not stored.
+
+The count alone can lie: a Ctrl-C landing in the context manager's exit, before the count goes
+down, leaves the thread counted as inside a call that has ended, and a later close() (the `with`
+block's own, on the way out) was deferred to a return that never comes; the process then hung
+in interpreter shutdown, waiting for a producer thread the close would have stopped. So the
+outermost call's frame is kept, and a close() defers only while that frame is on the stack.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any, TypeVar, cast
 
 log = logging.getLogger("quiver_store")
@@ -33,16 +41,20 @@ class CallDepth:
         """Wrap a public call: counts it, then runs a close deferred during it on the way out."""
         local = self._local
         depth = getattr(local, "depth", 0)
+        if depth == 0:
+            local.outer = sys._getframe(2)  # the caller of the `with` (contextmanager's __enter__ is frame 1)
         local.depth = depth + 1
         try:
             yield
         except BaseException as leaving:
             local.depth = depth
             if depth == 0:
+                local.outer = None  # (a frame holds its locals: the call's bundle, for one)
                 self._run_deferred(leaving)
             raise
         local.depth = depth
         if depth == 0:
+            local.outer = None
             self._run_deferred(None)
 
     def _run_deferred(self, leaving: BaseException | None) -> None:
@@ -62,10 +74,19 @@ class CallDepth:
         return getattr(self._local, "deferred", None) is not None
 
     def defer_if_inside(self, action: Callable[[], None]) -> bool:
-        """Called by close(): if this thread is inside a call, run `action` when it leaves and say so."""
-        if getattr(self._local, "depth", 0) == 0:
+        """Called by close(): if this thread is inside a call, run `action` when it leaves and say so.
+        A count left behind by a call that an exception cut short in its exit is reset instead."""
+        local = self._local
+        if getattr(local, "depth", 0) == 0:
             return False
-        self._local.deferred = action
+        outer = getattr(local, "outer", None)
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None and frame is not outer:
+            frame = frame.f_back
+        if frame is None:  # that call has ended: nothing will run the action
+            local.depth, local.outer = 0, None
+            return False
+        local.deferred = action
         return True
 
 

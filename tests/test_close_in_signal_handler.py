@@ -4,6 +4,7 @@ usual service shutdown). Before, the handler waited for a lock the interrupted c
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -141,6 +142,43 @@ def test_close_inside_a_call_runs_when_the_call_ends(tmp_path: Path, monkeypatch
     with pytest.raises(StoreClosedError):
         store.ingest(RecordBundle({0: pa.record_batch({"i": [8]})}))
     assert stored(tmp_path / "s") == {7}
+
+
+@pytest.mark.parametrize("call", ["ingest", "delivery.bundle"])
+def test_ctrl_c_in_the_exit_of_a_counted_call_does_not_leave_close_deferred(tmp_path: Path, call: str) -> None:
+    """A Ctrl-C that lands in the context manager's exit of a public call, before the call's count
+    goes down, used to leave the thread counted as inside it: the `with` block's own close() on the
+    way out was then deferred to a return that never came, and the store stayed open (a writer with
+    a producer thread hung in interpreter shutdown: `make torture`, test_interrupt, subscriber-in-main)."""
+    store = QuiverStore.open(tmp_path / "s")
+    store.ingest(RecordBundle({0: pa.record_batch({"i": [7]})}))
+    store.flush()  # subscribers read finalized segments
+    delivery = store.subscribe("a").next(timeout=5)
+    assert delivery is not None
+    in_exit = raise_before(contextlib._GeneratorContextManager.__exit__, "if typ is None",
+                           when=lambda frame: frame.f_locals["self"].gen.__name__ == "inside")
+
+    def interrupted() -> None:
+        sys.settrace(in_exit)
+        try:
+            if call == "ingest":
+                store.ingest(RecordBundle({0: pa.record_batch({"i": [8]})}))
+            else:
+                delivery.bundle  # noqa: B018 (the property reads the bundle)
+        finally:
+            sys.settrace(None)
+
+    def body() -> None:
+        try:
+            with store:  # its exit closes the store while the interrupt propagates
+                interrupted()
+        except KeyboardInterrupt:  # still alive, as at the top of a script: so is the cut-short call's frame
+            assert store._closed
+        else:
+            raise AssertionError("no KeyboardInterrupt")
+
+    run_on_a_thread(body)
+    assert stored(tmp_path / "s") == ({7, 8} if call == "ingest" else {7})
 
 
 def test_sigterm_handler_closing_the_store_while_ingest_is_held_by_backpressure(tmp_path: Path) -> None:
