@@ -301,8 +301,8 @@ class _Follows:
             if after_loss and entry.sequence > seen + 1:
                 plan.absent.append((seen + 1, entry.sequence - 1, LOST))
             return
-        plan.absent.append((max(last, self.covered) + 1, entry.sequence - 1, LOST))
         lo, hi = max(last, self.covered) + 1, entry.sequence - 1
+        plan.absent.append((lo, hi, LOST))
         gone: tuple[int, ...] = ()
         if first:
             where = (f"the first frame recovery reads; the segments hold sequences up to {self.covered}, so neither "
