@@ -2,17 +2,21 @@
 
 Every WAL sequence number names one bundle (or the marker of one written straight into a segment
 file), and segments are written in log order, so a sequence in no segment file is either lost or a
-bundle that was never stored. Two kinds are recorded:
+bundle that was never stored. Three kinds are recorded:
 
-* ``lost``: acknowledged bundles that recovery found gone (a sequence gap between intact WAL frames:
-  deleted or cut WAL files, frames removed, a region ``skip_corrupt`` zeroed). `QuiverStore.open`
-  reports each loss once, in ``stats()["corruption_reports"]``; this record keeps it afterwards.
+* ``lost``: acknowledged bundles that recovery found gone: a sequence gap between intact WAL frames
+  (deleted or cut WAL files, frames removed), or damaged, zeroed or quarantined frames that a later
+  synced frame says were fdatasynced (wal/format.py, ENTRY_SYNCED). `QuiverStore.open` reports each
+  loss once, in ``stats()["corruption_reports"]``; this record keeps it afterwards.
+* ``damaged``: frames gone after damage (or zeros) that no synced frame vouches for: either
+  acknowledged bundles whose frames the disk damaged, or the never-acknowledged frames of a commit
+  a power loss interrupted, which leaves the same bytes. The log cannot tell which.
 * ``unacknowledged``: large (direct) bundles whose segment write failed (their producer got the
   error) or that a crash cut before their segment was durable (no producer was told they were stored).
 
 The store keeps the ranges it learns of (at open, or when a direct bundle fails) and writes them
 into the metadata of the next segment it finalizes, key ``quiver.wal.absent``, as ``LO-HI KIND``
-items joined by ``;`` (``15-24 lost;40-40 unacknowledged``). The segment's checksummed, fsynced
+items joined by ``;`` (``15-24 lost;30-31 damaged;40-40 unacknowledged``). The segment's checksummed, fsynced
 metadata makes the record durable; until then a reopen finds the same gap or marker again.
 """
 
@@ -22,8 +26,9 @@ from collections.abc import Iterable
 
 META_KEY = "quiver.wal.absent"
 LOST = "lost"
+DAMAGED = "damaged"
 UNACKNOWLEDGED = "unacknowledged"
-KINDS = (LOST, UNACKNOWLEDGED)
+KINDS = (LOST, DAMAGED, UNACKNOWLEDGED)
 
 Range = tuple[int, int, str]  # (first sequence, last sequence, kind)
 

@@ -128,9 +128,9 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         span = segment_span(info)
         if span.absent:
             recorded[seq] = span
-    lost, unacknowledged = recorded_absences(seg_dir, recorded)
-    if lost or unacknowledged:
-        segs.caption = "\n".join([why for _, why in lost] + [f"{row}: {why}" for row, why in unacknowledged])
+    lost, noted = recorded_absences(seg_dir, recorded)
+    if lost or noted:
+        segs.caption = "\n".join([why for _, why in lost] + [f"{row}: {why}" for row, why in noted])
     console.print(segs)
     console.print(subscriber_table(args.path, fs, on_disk=seqs))  # marks, gaps, lag (subscriber/report.py)
     if args.streams:
@@ -250,8 +250,8 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             if damage is not None:
                 errors.append(f"{damage}: opening the store moves the records from here on aside, losing those outcomes")
     missing, notes = find_missing(fs, args.path, files, spans, acks)
-    lost, unacknowledged = recorded_absences(seg_dir, spans)
-    for name, why in notes + unacknowledged:
+    lost, noted = recorded_absences(seg_dir, spans)
+    for name, why in notes + noted:
         table.add_row(name, "-", f"[yellow]{escape(why)}")
     for name, why in missing:
         table.add_row(name, "-", "[red]MISSING")

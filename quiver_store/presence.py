@@ -22,7 +22,7 @@ from .segment.info import SegmentInfo
 from .subscriber import ack_log
 from .subscriber.registry import RebuiltState, rebuild
 from .wal import sidecar
-from .wal.format import HEADER_LEN, decode_header
+from .wal.format import ENTRY_SYNCED, HEADER_LEN, decode_header
 from .wal.reader import Damage, scan
 from .wal.rotation import ACTIVE, QUARANTINE_DIR, chunk_name
 
@@ -80,7 +80,7 @@ def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[Wa
             elif item.kind != "hole":
                 what = "corrupt entry" if item.kind == "corrupt" else "invalid tail (torn write or corruption)"
                 errors.append(f"{path} at offset {item.offset}: {what}: {item.reason} ({item.length} bytes)")
-        else:
+        elif item.entry_type != ENTRY_SYNCED:  # a synced frame's sequence names earlier frames, not its own
             entries.append((item.offset, item.sequence))
     return WalFile(generation, path, entries, bool(errors), torn_tail), errors
 
@@ -110,10 +110,10 @@ def _ranges(parts: list[tuple[int, int]]) -> str:
 
 
 def recorded_absences(seg_dir: str, spans: dict[int, SegmentSpan]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(lost, unacknowledged): per recorded range, a row label and what the record says. Lost
-    ranges are acknowledged bundles gone (an error); unacknowledged ones lose nothing."""
+    """(lost, noted): per recorded range, a row label and what the record says. Lost ranges are
+    acknowledged bundles gone (an error); damaged and unacknowledged ones are notes."""
     lost: list[tuple[str, str]] = []
-    unacknowledged: list[tuple[str, str]] = []
+    noted: list[tuple[str, str]] = []
     for seq in sorted(spans):
         name = os.path.relpath(segment_path(seg_dir, seq), os.path.dirname(seg_dir))
         for lo, hi, kind in spans[seq].absent:
@@ -121,10 +121,15 @@ def recorded_absences(seg_dir: str, spans: dict[int, SegmentSpan]) -> tuple[list
             if kind == absent.LOST:
                 lost.append((row, f"{row} are lost, as {name} records: QuiverStore.open found them gone from the WAL "
                              "before any segment held them and reported it (stats()['corruption_reports'])"))
+            elif kind == absent.DAMAGED:
+                noted.append((row, f"in no segment ({name} records it): their WAL frames were damaged, zeroed or moved to "
+                              "wal/quarantine/ after damage, and no later frame says they were fdatasynced: bundles "
+                              "acknowledged and then damaged by the disk, or never acknowledged (a power loss during "
+                              "their commit leaves the same)"))
             else:
-                unacknowledged.append((row, f"never acknowledged, in no segment ({name} records it): a large bundle whose "
-                                       "segment write failed or was cut by a crash"))
-    return lost, unacknowledged
+                noted.append((row, f"never acknowledged, in no segment ({name} records it): a large bundle whose "
+                              "segment write failed or was cut by a crash"))
+    return lost, noted
 
 
 def read_ack_evidence(fs: FileSystem, root: str) -> AckEvidence | None:

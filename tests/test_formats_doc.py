@@ -56,6 +56,8 @@ WAL_HEADER_SIZE = 30
 WAL_ENTRY_MIN_LEN = 25
 WAL_RECORD_BUNDLE = 0
 WAL_DIRECT_MARKER = 1
+WAL_SYNCED = 2
+WAL_SYNCED_LEN = 33  # entry_len of a synced frame: 41 bytes on disk
 WAL_SLOT_BLOCK_HEAD = 42
 IPC_EOS = bytes.fromhex("FFFFFFFF00000000")
 
@@ -149,8 +151,9 @@ class WalEntry:
 @dataclass
 class WalFile:
     cfg_hash: bytes
-    entries: list[WalEntry]
+    entries: list[WalEntry]  # bundle entries and direct markers: the frames with a sequence of their own
     end: int  # E: where the log ends (the next frame goes)
+    synced: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, F, L) of each synced frame
 
 
 def ipc_messages(data: bytes) -> list[str]:
@@ -172,6 +175,18 @@ def parse_ipc_stream_payload(payload: bytes) -> pa.RecordBatch:
     batches = list(pa.ipc.open_stream(payload))
     assert len(batches) == 1
     return batches[0]
+
+
+def parse_synced_frame(data: bytes, pos: int) -> tuple[int, int, int] | None:
+    """(offset, F, L) when the frame at `pos` is a synced frame (its CRC checked by parse_wal_frame)."""
+    entry_len, entry_type = struct.unpack_from("<IB", data, pos)
+    if entry_type != WAL_SYNCED:
+        return None
+    assert entry_len == WAL_SYNCED_LEN, f"frame at {pos}: synced frame of {entry_len} bytes"
+    assert crc(data[pos + 4 : pos + 4 + entry_len]) == struct.unpack_from("<I", data, pos + 4 + entry_len)[0]
+    _ts, last, bitmap, first = struct.unpack_from("<qQQQ", data, pos + 5)
+    assert bitmap == 0 and first <= last, f"frame at {pos}: synced frame fields"
+    return pos, first, last
 
 
 def parse_wal_frame(data: bytes, pos: int) -> WalEntry:
@@ -203,15 +218,21 @@ def parse_wal_file(data: bytes, *, active: bool, start: int = WAL_HEADER_SIZE) -
     magic, version, reserved, cfg_hash = struct.unpack_from("<10sHH16s", data, 0)
     assert magic == WAL_MAGIC and version == WAL_VERSION and reserved == 0
     entries = []
+    synced = []
     pos = start
     while pos < len(data):
         if active and not any(data[pos:]):
             break  # zero-filled tail: the end of the log
+        vouch = parse_synced_frame(data, pos)
+        if vouch is not None:
+            synced.append(vouch)
+            pos += WAL_SYNCED_LEN + 8
+            continue
         entry = parse_wal_frame(data, pos)
         entries.append(entry)
         pos += entry.size
     assert pos <= len(data)
-    return WalFile(cfg_hash, entries, pos)
+    return WalFile(cfg_hash, entries, pos, synced)
 
 
 def wal_generations(names: list[str], sidecar_generation: int | None) -> dict[str, int]:
@@ -819,13 +840,18 @@ def test_wal_files(run: Run, phase: str) -> None:
                 assert block.fingerprint == records.fingerprints[block.slot]
                 assert values(block.batch) == values(records.slots[block.slot])
             seen.append(entry.sequence)
+        for offset, first, last in wal.synced:  # names frames written and synced before it
+            after = [e.sequence for e in wal.entries if e.offset > offset]
+            assert first <= last < (after[0] if after else len(run.ingested)), (offset, first, last)
+        assert wal.synced or len(wal.entries) <= 1, "an fsync WAL's commits open with synced frames"
     # a file rotates before a write that would take it past rotation_size, unless it holds
     # nothing but its header (that write then makes it longer)
     whole = {gens[n]: parse_wal_file(d, active=n == "quiver.wal") for n, d in files.items()}
     for g, wal in whole.items():
         if g + 1 in whole:
-            first_frame = whole[g + 1].entries[0].size
-            assert wal.end + first_frame > 48 << 10
+            first = whole[g + 1].entries[0]
+            first_write = first.offset + first.size - WAL_HEADER_SIZE  # with the synced frame before it
+            assert wal.end + first_write > 48 << 10
             assert wal.end <= 48 << 10 or len(wal.entries) == 1
     # sequences continue +1 per entry across generations, from the sidecar's point on: the
     # entries not yet in a segment file
@@ -958,15 +984,17 @@ def test_wal_prefix_reclaim(tmp_path: Path, punch: bool) -> None:
         point, generation = parse_small_file((root / "wal" / "truncate.offset").read_bytes(), SIDECAR_MAGIC)
         stats = store.stats()
     assert generation == receipt.wal_generation == 0 and covered > 1 << 20
-    # the receipt's offset is logical: the physical one plus what rewrites of the file dropped
-    assert receipt.wal_offset == covered
+    # the receipt's offset is logical: the physical one plus what rewrites of the file dropped; the
+    # commit opens with a synced frame for the four entries before
+    assert receipt.wal_offset == covered + WAL_SYNCED_LEN + 8
     if punch:
         assert (stats["holes_punched"], stats["rewrites"]) == (1, 0) and point == covered
         assert_zero(data, WAL_HEADER_SIZE, point, "punched prefix")  # a hole reads as zeros
     else:  # the tail behind a fresh header, the sidecar at offset 30 of the same generation
         assert (stats["holes_punched"], stats["rewrites"]) == (0, 1) and point == WAL_HEADER_SIZE
     wal = parse_wal_file(data, active=True, start=point)
-    assert [(e.sequence, e.offset) for e in wal.entries] == [(4, point)]  # right after the prefix
+    assert [(e.sequence, e.offset) for e in wal.entries] == [(4, point + WAL_SYNCED_LEN + 8)]  # right after the prefix
+    assert [(f, last) for _, f, last in wal.synced] == [(0, 3)]
 
 
 def test_wal_sequence_continues_across_restarts(tmp_path: Path) -> None:

@@ -259,13 +259,13 @@ def test_verify_accepts_a_wal_whose_prefix_was_reclaimed(tmp_path, capsys):
     assert "CORRUPT" not in capsys.readouterr().out
 
 
-def crash_after_a_segment(root: Path) -> int:
+def crash_after_a_segment(root: Path, config: StoreConfig = QUIET) -> int:
     """Two bundles in segment 0, a third only in the WAL, then a crash; the sidecar's offset (where
-    the third entry starts)."""
+    the third entry's commit starts: under durability "fsync" with a synced frame)."""
     from quiver_store.fs import DEFAULT_FS
     from quiver_store.wal import sidecar
 
-    store = QuiverStore.open(root, QUIET)
+    store = QuiverStore.open(root, config)
     for i in range(2):
         store.ingest(bundle(i))
     store.flush()
@@ -279,8 +279,9 @@ def crash_after_a_segment(root: Path) -> int:
 def test_verify_finds_a_corrupt_entry_behind_a_reclaimed_prefix(tmp_path, capsys):
     """Was: with the covered prefix reading as zeros (punched out), verify took the zeros for a
     torn tail at the header and said ok, while opening the store quarantined the acknowledged
-    entry after them. It now reads the WAL from where recovery does too."""
-    offset = crash_after_a_segment(tmp_path)
+    entry after them. It now reads the WAL from where recovery does too. (Durability "os": no
+    synced frame between the prefix and the entry, so the zeros run right up to it.)"""
+    offset = crash_after_a_segment(tmp_path, StoreConfig(segment=QUIET.segment, wal=WalConfig(durability="os")))
     wal = tmp_path / "wal" / "quiver.wal"
     data = bytearray(wal.read_bytes())
     data[30:offset] = bytes(offset - 30)  # as a punched hole reads

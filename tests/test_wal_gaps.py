@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quiver_store import CorruptionError, QuiverStore
+from quiver_store import CorruptionError, QuiverStore, absent
 from quiver_store.cli import main
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.wal import sidecar
-from quiver_store.wal.format import HEADER_LEN, Entry
+from quiver_store.wal.format import ENTRY_SYNCED, HEADER_LEN, Entry
 from quiver_store.wal.reader import scan
 from quiver_store.wal.replay import WalCutError, WalGapError
 
@@ -60,9 +60,11 @@ def copy_of(rotated: Path, target: Path) -> Path:
 
 
 def frames(path: Path) -> list[tuple[int, int, int]]:
-    """(offset, size, sequence) of every valid frame of a WAL file."""
+    """(offset, size, sequence) of every valid frame of a WAL file that has a sequence of its own
+    (not the synced frames between them)."""
     data = path.read_bytes()
-    return [(e.offset, e.size, e.sequence) for e in scan(memoryview(data), HEADER_LEN, resync=False) if isinstance(e, Entry)]
+    return [(e.offset, e.size, e.sequence) for e in scan(memoryview(data), HEADER_LEN, resync=False)
+            if isinstance(e, Entry) and e.entry_type != ENTRY_SYNCED]
 
 
 def reopen_clean(root: Path, cfg) -> list[int]:
@@ -93,7 +95,7 @@ def test_a_deleted_rotated_chunk_is_reported_and_every_later_frame_replayed(rota
     cfg = rotated_config(mode)
     with QuiverStore.open(root, cfg) as store:
         (report,) = store.stats()["corruption_reports"]
-        assert report["path"] == str(after) and report["offset"] == HEADER_LEN
+        assert report["path"] == str(after) and report["offset"] == frames(after)[0][0]  # after its synced frame
         assert f"WAL sequence(s) {min(lost)}..{max(lost)} missing before the frame of sequence {max(lost) + 1}" in report["error"]
         assert ("generation(s) 1 between the two are missing" in report["error"]) == (deleted == 1)
         assert report["action"] == "every intact frame after the gap is replayed"
@@ -134,7 +136,7 @@ def test_strict_refuses_a_gap_and_changes_nothing(rotated, tmp_path):
     root = copy_of(rotated, tmp_path / "store")
     (root / "wal" / "quiver.wal.1").unlink()
     before = digest(root)
-    with pytest.raises(WalGapError, match=r"quiver.wal.2 at offset 30: WAL sequence\(s\) 10..19 missing .*'strict' refuses to open") as info:
+    with pytest.raises(WalGapError, match=rf"quiver.wal.2 at offset {frames(root / 'wal' / 'quiver.wal.2')[0][0]}: WAL sequence\(s\) 10..19 missing .*'strict' refuses to open") as info:
         QuiverStore.open(root, rotated_config("strict"))
     assert isinstance(info.value, CorruptionError) and info.value.missing_generations == (1,)
     assert digest(root) == before
@@ -211,11 +213,12 @@ def test_a_chunk_the_sidecar_names_deleted_or_cut_below_its_point_is_reported_on
 
 
 @pytest.mark.parametrize("crash", [False, True], ids=["segment written", "crash first"])
-def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path, capsys, crash):
-    """skip_corrupt reports a damaged frame once and zeroes it (a hole from then on); the frames
-    after the hole follow a gap, but that loss is already reported: no second report. The open
-    that reported it records the lost sequence in the segment it writes; a crash before that
-    segment forgets it (zeros are not recorded: a power loss leaves them in unacknowledged frames)."""
+def test_a_region_skip_corrupt_zeroed_is_recorded_once(rotated, tmp_path, capsys, crash):
+    """skip_corrupt reports a damaged frame and zeroes it (a hole from then on); the frames after
+    the hole follow a gap, already reported: no second report. A later synced frame says the
+    damaged one was fdatasynced, so its sequence is recorded as lost in the segment the open
+    writes. A crash before that segment: the next open finds zeros where a vouched frame stood,
+    reports that, and records it then."""
     root = copy_of(rotated, tmp_path / "store")
     active = root / "wal" / "quiver.wal"
     offset, size, seq = frames(active)[4]
@@ -230,27 +233,92 @@ def test_a_region_skip_corrupt_zeroed_is_not_reported_again(rotated, tmp_path, c
             store._abandon()  # before the replayed entries reach a segment
     if crash:
         with QuiverStore.open(root, cfg) as store:
-            assert store.stats()["corruption_reports"] == [] and store.stats()["wal_hole_bytes"] > 0
+            (report,) = store.stats()["corruption_reports"]
+            assert f"WAL sequence(s) {seq}..{seq} missing before the frame of sequence {seq + 1} (zeros where" in report["error"]
+            assert store.stats()["wal_hole_bytes"] > 0
     assert reopen_clean(root, cfg) == sorted(ALL - {seq})
-    assert verified_lost(root, capsys) == (set() if crash else {seq})
+    assert verified_lost(root, capsys) == {seq}
 
 
-def test_zeros_in_place_of_frames_are_neither_reported_nor_recorded_as_lost(rotated, tmp_path, capsys):
-    """Zeros before an intact frame are what a power loss leaves when it writes back the pages of
-    one unsynced group out of order (frames that were never acknowledged), and what skip_corrupt
-    leaves where it zeroed damage (reported when it did): neither is a new loss to record, so
-    verify stays clean. (The price: an acknowledged frame that a disk turned into zeros is missed.)"""
+def zero_frames(path: Path, first: int, stop: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[first:stop] = bytes(stop - first)
+    path.write_bytes(bytes(data))
+
+
+def test_zeros_in_place_of_a_synced_frame_are_reported_and_recorded_as_lost(rotated, tmp_path, capsys):
+    """A disk that turns an acknowledged frame into zeros leaves what a power loss leaves in a
+    commit it interrupted (zeros before an intact frame); the synced frames of later commits tell
+    the two apart. This frame was fdatasynced before the next commit began, so it is lost."""
     root = copy_of(rotated, tmp_path / "store")
     active = root / "wal" / "quiver.wal"
     offset, size, seq = frames(active)[4]
-    data = bytearray(active.read_bytes())
-    data[offset : offset + size] = bytes(size)
-    active.write_bytes(bytes(data))
+    zero_frames(active, offset, offset + size)
     cfg = rotated_config()
     with QuiverStore.open(root, cfg) as store:
-        assert store.stats()["corruption_reports"] == [] and store.stats()["wal_hole_bytes"] == size
+        (report,) = store.stats()["corruption_reports"]
+        assert report["offset"] == frames(active)[4][0]  # the frame after the zeros
+        assert (f"WAL sequence(s) {seq}..{seq} missing before the frame of sequence {seq + 1} (zeros where their frames "
+                "stood, which a later synced frame says were fdatasynced)") in report["error"]
+        assert store.stats()["wal_hole_bytes"] == size
     assert reopen_clean(root, cfg) == sorted(ALL - {seq})
-    assert verified_lost(root, capsys) == set()
+    assert verified_lost(root, capsys) == {seq}
+
+
+@pytest.mark.parametrize("mode", ["point_in_time", "skip_corrupt"])
+@pytest.mark.parametrize("damage", ["zeros", "torn"])
+def test_damage_in_the_last_commit_is_recorded_as_damaged_not_lost(rotated, tmp_path, capsys, mode, damage):
+    """Zeros or a torn frame before the last intact frame, with no synced frame after them: what a
+    power loss leaves when it writes back the pages of an unsynced commit out of order (frames never
+    acknowledged), or a disk's damage to the last acknowledged commit. The log cannot tell which,
+    so verify notes the sequence as damaged instead of calling it lost (exit 0)."""
+    root = copy_of(rotated, tmp_path / "store")
+    active = root / "wal" / "quiver.wal"
+    (offset, size, seq), (last_offset, _, last) = frames(active)[-2:]
+    if damage == "zeros":  # this frame and the synced frame that vouched for it: one commit of two frames
+        zero_frames(active, offset, last_offset)
+    else:  # the second half never landed, the next frame did
+        zero_frames(active, offset + size // 2, last_offset)
+    cfg = rotated_config(mode)
+    with QuiverStore.open(root, cfg) as store:
+        reports = store.stats()["corruption_reports"]
+        assert [r["error"] for r in reports if "missing before the frame" in r["error"]] == []
+        assert len(reports) == (0 if damage == "zeros" else 1)  # a torn frame before an intact one is damage
+    kept = {last} if damage == "zeros" or mode == "skip_corrupt" else set()  # point_in_time quarantines the rest
+    assert reopen_clean(root, cfg) == sorted(ALL - {seq, last} | kept)
+    assert verify_errors(root, capsys) == []
+    assert recorded(root) == [(seq, last if not kept else seq, absent.DAMAGED)]
+    assert main(["verify", str(root)]) == 0 and "their WAL frames were" in " ".join(capsys.readouterr().out.split())
+
+
+def recorded(root: Path) -> list[absent.Range]:
+    """The WAL sequences the store's segments record as absent."""
+    with QuiverStore.open(root, rotated_config()) as store:
+        return [r for info in store.segments() for r in absent.decode(info.metadata.get(absent.META_KEY, ""))]
+
+
+def test_point_in_time_records_the_synced_frames_it_quarantines_and_never_reuses_their_sequences(rotated, tmp_path, capsys):
+    """Point-in-time recovery stops at damage and moves every later frame into wal/quarantine/.
+    Synced frames there say the damaged frame and the next ones were fdatasynced (acknowledged):
+    they are recorded as lost, the last commit's frames as damaged, and the next bundle takes a
+    sequence after all of them (it used to reuse the damaged frame's)."""
+    root = copy_of(rotated, tmp_path / "store")
+    active = root / "wal" / "quiver.wal"
+    listed = frames(active)
+    offset, size, seq = listed[4]
+    data = bytearray(active.read_bytes())
+    data[offset + size // 2] ^= 0xFF
+    active.write_bytes(bytes(data))
+    last = listed[-1][2]
+    cfg = rotated_config()
+    with QuiverStore.open(root, cfg) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert "corrupt WAL entry" in report["error"]
+        receipt = store.ingest(bundle(99))
+    assert receipt.sequence == last + 1
+    assert reopen_clean(root, cfg) == sorted(ALL - set(range(seq, last + 1)) | {99})
+    assert verified_lost(root, capsys) == set(range(seq, last))
+    assert recorded(root) == [(seq, last - 1, absent.LOST), (last, last, absent.DAMAGED)]  # nothing vouches for the last
 
 
 def test_the_chunk_the_sidecar_names_cut_exactly_at_its_point_is_reported(rotated, tmp_path, capsys):

@@ -24,6 +24,9 @@ FRAME_OVERHEAD = LEN.size + CRC.size  # length prefix + CRC trailer
 
 ENTRY_RECORD_BUNDLE = 0
 ENTRY_DIRECT = 1  # no slots: this sequence's bundle went straight into a segment file of its own
+ENTRY_SYNCED = 2  # no sequence of its own: "frames of sequences [from, sequence] were fdatasynced"
+SYNCED_FROM = struct.Struct("<Q")  # the synced frame's one field after the entry header
+SYNCED_ENTRY_LEN = ENTRY_HEAD_LEN + SYNCED_FROM.size  # 33
 MIN_ENTRY_LEN = ENTRY_HEAD_LEN
 MAX_ENTRY_LEN = (1 << 31) - 1  # frames larger than this are treated as a corrupt length
 
@@ -56,6 +59,12 @@ def entry_parts(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, part
     return [LEN.pack(ENTRY_HEAD_LEN + parts_len), body, CRC.pack(crc32c.crc32c(body))]
 
 
+def synced_parts(ts_nanos: int, first: int, last: int) -> list:
+    """The frame that opens a group commit: every frame of sequences first..last was fdatasynced
+    before this group was written (recovery tells lost frames from never-synced ones by it)."""
+    return entry_parts(ENTRY_SYNCED, ts_nanos, last, 0, [SYNCED_FROM.pack(first)], SYNCED_FROM.size)
+
+
 def encode_entry(entry_type: int, ts_nanos: int, sequence: int, bitmap: int, slots_bytes: bytes) -> bytes:
     """The same frame as one bytes object (tools and tests)."""
     return b"".join(bytes(p) for p in entry_parts(entry_type, ts_nanos, sequence, bitmap, [slots_bytes], len(slots_bytes)))
@@ -81,6 +90,13 @@ class Entry:
     body: memoryview  # entry_type .. end of payloads (CRC-covered bytes)
     offset: int
     size: int
+
+    def synced(self) -> tuple[int, int] | None:
+        """(first, last) sequences a well-formed synced frame vouches for; None for any other frame."""
+        if self.entry_type != ENTRY_SYNCED or self.slot_bitmap or len(self.body) != SYNCED_ENTRY_LEN:
+            return None
+        (first,) = SYNCED_FROM.unpack_from(self.body, ENTRY_HEAD_LEN)
+        return (first, self.sequence) if first <= self.sequence else None
 
     def slots(self, path: str) -> list[SlotRecord]:
         """Split the body into slot blocks (ascending slot ids); CorruptionError if inconsistent."""

@@ -11,6 +11,11 @@ entries logged before and after it. The log gets only a slot-less marker frame f
 every sequence number has a frame and recovery can tell entries that were lost from ones that were
 never logged (wal/replay.py). A group of markers alone is not synced: a marker matters only
 when a later frame follows it, and that frame's fdatasync makes it durable too.
+
+Under durability "fsync" a group opens with a *synced* frame that names the sequences earlier
+fdatasyncs made durable. A power loss damages or zeroes only frames never synced, which were never
+acknowledged; so recovery counts damage to frames a later synced frame vouches for as a loss of
+acknowledged bundles, and other damage as what it cannot judge (absent.DAMAGED).
 """
 
 from __future__ import annotations
@@ -22,9 +27,18 @@ from typing import Any
 
 from ..config import WalConfig
 from ..errors import QuiverError
-from .format import ENTRY_DIRECT, ENTRY_HEAD_LEN, ENTRY_RECORD_BUNDLE, FRAME_OVERHEAD, entry_parts
+from .format import (
+    ENTRY_DIRECT,
+    ENTRY_HEAD_LEN,
+    ENTRY_RECORD_BUNDLE,
+    FRAME_OVERHEAD,
+    SYNCED_ENTRY_LEN,
+    entry_parts,
+    synced_parts,
+)
 from .writer import Position, WalWriter
 
+SYNCED_FRAME_LEN = FRAME_OVERHEAD + SYNCED_ENTRY_LEN
 NONE_BUFFER_BYTES = 1 << 20  # durability "none": write once this much is buffered
 GATHER_WAIT = 0.002  # seconds a new leader waits, at most, for producers still serializing
 
@@ -75,7 +89,12 @@ class GroupCommitter:
         self._leader_thread = 0  # who leads: a thread never waits for its own (stale) leadership
         self._leading: list[Pending] = []  # the leader's batch, while it commits
         self._next_seq = next_sequence
-        self._committed_through = next_sequence - 1
+        # What the synced frames say (format.ENTRY_SYNCED): the frames of sequences _synced_from..
+        # _synced_to, all written by this process, were fdatasynced; _vouched is the last value a
+        # written synced frame carries. Frames replayed from earlier processes are not vouched for.
+        self._synced_from = next_sequence
+        self._synced_to: int | None = None
+        self._vouched: int | None = None
         self._failed: BaseException | None = None
         self.stats = {"commits": 0, "fsyncs": 0, "bytes_written": 0, "entries": 0, "max_group": 0}
         self.group_sizes: dict[int, int] = {}
@@ -162,25 +181,25 @@ class GroupCommitter:
 
     def _write(self, group: list[Pending], sync: bool) -> None:
         """One gather write (and fdatasync) of the group's frames; positions and counters
-        (`entries` counts logged bundles, not direct markers)."""
+        (`entries` counts logged bundles, not direct markers). A synced group opens with a frame
+        saying which earlier frames are synced, when that changed since the last one said it."""
+        frames = [r.frame for r in group]
+        sizes = [r.size for r in group]
+        vouch = self._synced_to if sync and self._synced_to != self._vouched else None
+        if vouch is not None:
+            frames.insert(0, synced_parts(group[0].ts, self._synced_from, vouch))
+            sizes.insert(0, SYNCED_FRAME_LEN)
+        positions = self.writer.append(frames, sizes, sync=sync, before_sync=self.before_sync)
+        for r, p in zip(group, positions[len(positions) - len(group):]):
+            r.position = p
+        if sync:
+            self._synced_to = group[-1].sequence
+            self._vouched = vouch if vouch is not None else self._vouched
         n = len(group)
-        if n == 1:  # the single producer's case: no list building
-            r = group[0]
-            (r.position,) = self.writer.append((r.frame,), (r.size,), sync=sync, before_sync=self.before_sync)
-            written = r.size
-            bundles = 0 if r.direct else 1
-        else:
-            sizes = [r.size for r in group]
-            frames = [r.frame for r in group]
-            positions = self.writer.append(frames, sizes, sync=sync, before_sync=self.before_sync)
-            for r, p in zip(group, positions):
-                r.position = p
-            written = sum(sizes)
-            bundles = n - sum(r.direct for r in group)
         stats = self.stats
         stats["commits"] += 1
-        stats["entries"] += bundles
-        stats["bytes_written"] += written
+        stats["entries"] += n - sum(r.direct for r in group)
+        stats["bytes_written"] += sum(sizes)
         if n > stats["max_group"]:
             stats["max_group"] = n
         self.group_sizes[n] = self.group_sizes.get(n, 0) + 1

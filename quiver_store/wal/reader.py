@@ -27,6 +27,7 @@ from .format import (
     ENTRY_DIRECT,
     ENTRY_HEAD,
     ENTRY_RECORD_BUNDLE,
+    ENTRY_SYNCED,
     FRAME_OVERHEAD,
     LEN,
     MAX_ENTRY_LEN,
@@ -34,7 +35,7 @@ from .format import (
     Entry,
 )
 
-KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE, ENTRY_DIRECT)
+KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE, ENTRY_DIRECT, ENTRY_SYNCED)
 _WINDOW = 1 << 22
 CRC_MISMATCH = "CRC32C mismatch"
 ZERO_TAIL = "zero-filled tail"  # the reason of the clean end of a pre-extended (or zero-padded) file

@@ -14,14 +14,16 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
-from ..absent import LOST, UNACKNOWLEDGED, Range
+from ..absent import DAMAGED, LOST, UNACKNOWLEDGED, Range
 from ..errors import CorruptionError, QuiverError
 from ..fs import FileSystem
 from . import sidecar
 from .format import (
     ENTRY_DIRECT,
     ENTRY_RECORD_BUNDLE,
+    ENTRY_SYNCED,
     HEADER_LEN,
     VERSION,
     Entry,
@@ -88,6 +90,7 @@ class RecoveryPlan:
     actions: list[Action] = field(default_factory=list)
     last_sequence: int = -1  # highest valid sequence seen anywhere (covered or not)
     absent: list[Range] = field(default_factory=list)  # sequences above the segments' with no bundle to replay
+    synced: list[tuple[int, int]] = field(default_factory=list)  # sequence ranges synced frames vouch for
     sidecar_reset: sidecar.TruncatePoint | None = None  # written first by apply_plan: the sidecar named a
     # position past the end of a log that recovery cuts or recreates; scanning restarts at its header
 
@@ -198,14 +201,14 @@ def plan_recovery(
         if point is not None and g < point.generation:
             plan.actions.append(Action("delete_covered", path, reason="rotated chunk fully covered by the sidecar"))
     files = [(g, p) for g, p in files if point is None or g >= point.generation]
-    follows = _Follows(covered_sequence, point is not None and plan.sidecar_reset is None, after_loss=bool(plan.corruptions))
+    follows = _Follows(covered_sequence, point is not None and plan.sidecar_reset is None, after_cut=bool(plan.corruptions))
     for index, (gen, path) in enumerate(files):
         data = fs.read_file(path)
         last_file = index == len(files) - 1
         named = point if point is not None and gen == point.generation else None  # the file the sidecar names
         if named is not None and named.offset > max(len(data), HEADER_LEN):  # an offset at the header promises no entry
             _behind_sidecar(plan, named, path, len(data), durability)
-            follows.skip(after_loss=durability == "fsync")  # that loss is reported: no second report at the next frame
+            follows.skip(CUT if durability == "fsync" else UNKNOWN)  # reported (or a power loss's): not again at the next frame
             if not last_file:  # a rotated chunk: what is left of it lies below the point, all in segments
                 plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, files[index + 1][0])  # the next open deletes it
                 continue
@@ -223,21 +226,21 @@ def plan_recovery(
                     f"sidecar offset {named.offset} is outside {path} ({len(data)} bytes); scanning it all")
             else:
                 start = named.offset
-            at_point = frame_at(view, start) if start < len(data) else None
-            if isinstance(at_point, Entry) and at_point.sequence > covered_sequence + 1:
-                # The frame at the point does not follow what the segments hold: the sidecar does not
-                # describe this file (all later chunks gone, so the active file took the name of
-                # the one it names), or segments are gone. Frames before the point may not be in
-                # any segment: read the whole file; it is in step with the sidecar from now on.
-                plan.sidecar_problem = plan.sidecar_problem or (
-                    f"the frame at the sidecar's offset {start} of {path} has sequence {at_point.sequence}, more than one "
-                    f"past the newest segment's last ({covered_sequence}); scanning the file from its header")
+            problem = _not_described(view, start, covered_sequence)
+            if problem is not None:
+                # The sidecar does not describe this file (all later chunks gone, so the active file
+                # took the name of the one it names), or segments are gone. Frames before the point
+                # may not be in any segment: read the whole file; it is in step with the sidecar from now on.
+                plan.sidecar_problem = plan.sidecar_problem or f"{problem} at the sidecar's offset {start} of {path}; scanning the file from its header"
                 plan.sidecar_reset = sidecar.TruncatePoint(HEADER_LEN, gen)
                 start = HEADER_LEN
         fscan = FileScan(path, gen, len(data), start)
         plan.files.append(fscan)
-        stop = False
+        stop: str | None = None
         for item in scan(view, start, resync=mode == "skip_corrupt"):
+            if isinstance(item, Entry) and item.entry_type == ENTRY_SYNCED:  # no sequence of its own
+                _note_synced(plan, item)
+                continue
             if isinstance(item, Entry):
                 fscan.valid += 1
                 fscan.last_sequence = item.sequence
@@ -249,19 +252,121 @@ def plan_recovery(
                         plan.absent.append((item.sequence, item.sequence, UNACKNOWLEDGED))
                 elif item.entry_type != ENTRY_RECORD_BUNDLE:
                     fscan.unknown += 1
-                    follows.skip(after_loss=False)  # a type from a newer build: its numbering is not ours to check
+                    follows.skip(UNKNOWN)  # a type from a newer build: its numbering is not ours to check
                 elif item.sequence <= covered_sequence:
                     fscan.covered += 1
                 else:
                     plan.entries.append((item, Position(gen, item.offset), path))
                 continue
-            follows.skip(after_loss=item.kind != "hole")  # across zeros or damage (reported): no frame to follow
+            reclaimed = item.kind == "hole" and named is not None and item.offset < named.offset  # the punched prefix
+            follows.skip(RECLAIMED if reclaimed else HOLE if item.kind == "hole" else DAMAGE)  # no frame to follow
             stop = _damage(plan, fs, fscan, item, view, last_file, path == active_path, mode, files[index + 1 :])
+            if stop == QUARANTINED:
+                _read_quarantined(plan, follows, fs, view, item.offset, path, files[index + 1 :])
             if stop:
                 break
         if stop:
             break
+    _judge_unseen(plan, follows.unseen)
     return plan
+
+
+def _not_described(view: memoryview, point: int, covered: int) -> str | None:
+    """Why the sidecar's point cannot be this file's (None: it can). The point is where the frames
+    after the segments' begin: a synced frame may come first, then a frame at most one past the
+    newest segment's last sequence. A point inside a frame that the file's frames from its header
+    run across is no frame boundary of this file either (below a valid point, they are zeros)."""
+    at = frame_at(view, point) if point < len(view) else None
+    if isinstance(at, Entry) and at.entry_type == ENTRY_SYNCED:
+        point += at.size
+        at = frame_at(view, point) if point < len(view) else None
+    if isinstance(at, Entry):
+        if at.sequence > covered + 1:
+            return f"the frame has sequence {at.sequence}, more than one past the newest segment's last ({covered})"
+        return None
+    pos = HEADER_LEN
+    while pos < point:
+        frame = frame_at(view, pos)
+        if not isinstance(frame, Entry):
+            return None
+        pos += frame.size
+    return f"the frames from the header run across it (one ends at {pos})" if pos > point else None
+
+
+def _note_synced(plan: RecoveryPlan, entry: Entry) -> None:
+    vouched = entry.synced()
+    if vouched is not None:
+        plan.synced.append(vouched)
+
+
+def _vouched(lo: int, hi: int, synced: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Sequences lo..hi split into the parts some synced frame vouches for and the rest."""
+    rest = [(lo, hi)]
+    for a, b in synced:
+        rest = [p for x, y in rest for p in ((x, min(y, a - 1)), (max(x, b + 1), y)) if p[0] <= p[1]]
+    inside, left = [], lo
+    for x, y in rest:
+        if left < x:
+            inside.append((left, x - 1))
+        left = y + 1
+    if left <= hi:
+        inside.append((left, hi))
+    return inside, rest
+
+
+def _judge_unseen(plan: RecoveryPlan, unseen: list[Unseen]) -> None:
+    """Record the sequences that vanished across damage, zeros or a cut file (`_Follows.unseen`),
+    once every synced frame is read: what a synced frame vouches for was acknowledged and is lost
+    (zeros there are reported here, damage already was); the rest is damaged (acknowledged or a
+    power loss's interrupted commit: the log cannot tell). After a cut file all of it is lost."""
+    for u in unseen:
+        if u.cause == CUT:
+            plan.absent.append((u.lo, u.hi, LOST))
+            continue
+        lost, damaged = _vouched(u.lo, u.hi, plan.synced)
+        plan.absent += [(a, b, LOST) for a, b in lost] + [(a, b, DAMAGED) for a, b in damaged]
+        for a, b in lost if u.cause == HOLE else ():
+            what = (f"WAL sequence(s) {a}..{b} missing before the frame of sequence {u.before} (zeros where their frames "
+                    "stood, which a later synced frame says were fdatasynced); the acknowledged bundles they held are lost")
+            _report(plan, what, partial(WalGapError, path=u.path, offset=u.offset))
+
+
+def _read_quarantined(
+    plan: RecoveryPlan, follows: _Follows, fs: FileSystem, view: memoryview, offset: int, path: str, later: list[tuple[int, str]]
+) -> None:
+    """Point-in-time recovery stops at damage and moves the rest of the log into quarantine: read
+    the frames there, so that their sequences are judged like any others that vanished (`unseen`)
+    and the log's next sequence numbers follow theirs instead of reusing them."""
+    views = [(view, offset)] + [(memoryview(fs.read_file(p)), HEADER_LEN) for _, p in later]
+    highest = -1
+    for data, start in views:
+        for item in scan(data, min(start, len(data)), resync=True) if len(data) >= HEADER_LEN else ():
+            if isinstance(item, Entry) and item.entry_type == ENTRY_SYNCED:
+                _note_synced(plan, item)
+            elif isinstance(item, Entry) and item.entry_type in (ENTRY_RECORD_BUNDLE, ENTRY_DIRECT):
+                highest = max(highest, item.sequence)
+    if highest > follows.seen:
+        follows.unseen.append(Unseen(follows.seen + 1, highest, DAMAGE, path, offset, highest + 1))
+        plan.last_sequence = max(plan.last_sequence, highest)
+
+
+# What lies before a frame, strongest first: a cut file, damage, zeros, the prefix below the sidecar's
+# point (reclaimed into segments: any loss there is theirs, which verify reports), an unknown entry type.
+CAUSES = CUT, DAMAGE, HOLE, RECLAIMED, UNKNOWN = "cut", "damage", "hole", "reclaimed", "unknown"
+END, QUARANTINED = "end", "quarantined"  # why a scan stops at damage (`_damage`)
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """Sequences lo..hi above the segments' that vanished across `cause` before the frame of
+    sequence `before` (at `offset` of `path`)."""
+
+    lo: int
+    hi: int
+    cause: str
+    path: str
+    offset: int
+    before: int
 
 
 class _Follows:
@@ -271,35 +376,36 @@ class _Follows:
     shows frames that are gone: a rotated chunk cut at a frame boundary, a deleted rotated chunk,
     frames removed from the middle of a file. Sequences already in segments are not missing. The
     first frame after the truncate point follows the frames a durable segment holds, so it may be
-    at most one past the newest segment's last sequence.
+    at most one past the newest segment's last sequence. A gap between intact frames is lost.
 
-    A gap above the segments' sequences that this open reports, here or as the damage or cut file
-    right before it, goes into `plan.absent` as lost. One across zeros is not recorded: a region
-    an earlier `skip_corrupt` open zeroed (reported then), or pages of unsynced, unacknowledged
-    frames that a power loss wrote back out of order."""
+    A gap across a cut file, damage or zeros goes into `unseen`, judged once every synced frame is
+    read (`_judge_unseen`): zeros and damage are what a power loss leaves in frames it interrupted
+    before their fdatasync, and which were never acknowledged. One across the reclaimed prefix or
+    an entry of unknown type (whose numbering is a newer build's) is not judged."""
 
-    def __init__(self, covered: int, check_first: bool, after_loss: bool) -> None:
+    def __init__(self, covered: int, check_first: bool, after_cut: bool) -> None:
         self.covered = covered
         self.first = check_first  # the next frame is the first read, and must follow the segments
         self.last: int | None = covered if check_first else None  # the frame before (None: skip the check)
         self.seen = covered  # the highest sequence the segments or the frames read so far hold
-        self.after_loss = after_loss  # what came right before was reported as lost (damage, a cut file)
+        self.cause: str | None = CUT if after_cut else None  # what lies between the frame before and the next
+        self.unseen: list[Unseen] = []
 
-    def skip(self, after_loss: bool) -> None:
-        """No frame to follow across what came before the next one (zeros, damage, a cut file, an
-        unknown entry type); `after_loss`: it was reported as damage."""
+    def skip(self, cause: str) -> None:
+        """No frame to follow across `cause` (one of CAUSES) before the next one."""
         self.last = None
-        self.after_loss = self.after_loss or after_loss
+        if self.cause is None or CAUSES.index(cause) < CAUSES.index(self.cause):
+            self.cause = cause
 
     def check(self, plan: RecoveryPlan, entry: Entry, path: str, previous: tuple[int, str] | None, gen: int) -> None:
         """`previous`: (generation, path) of the file before, when `entry` is the first frame of its file."""
         seen, self.seen = self.seen, max(self.seen, entry.sequence)
-        after_loss, self.after_loss = self.after_loss, False
+        cause, self.cause = self.cause, None
         last, self.last = self.last, entry.sequence
         first, self.first = self.first, False
         if last is None or entry.sequence <= max(last, self.covered) + 1:
-            if after_loss and entry.sequence > seen + 1:
-                plan.absent.append((seen + 1, entry.sequence - 1, LOST))
+            if cause in (CUT, DAMAGE, HOLE) and entry.sequence > seen + 1:
+                self.unseen.append(Unseen(seen + 1, entry.sequence - 1, cause, path, entry.offset, entry.sequence))
             return
         lo, hi = max(last, self.covered) + 1, entry.sequence - 1
         plan.absent.append((lo, hi, LOST))
@@ -322,20 +428,21 @@ class _Follows:
 def _damage(
     plan: RecoveryPlan, fs: FileSystem, fscan: FileScan, d: Damage, view: memoryview, last_file: bool, active: bool,
     mode: str, later: list[tuple[int, str]],
-) -> bool:
-    """Record one damaged region; True when the scan must stop here. Only the active file may end
+) -> str | None:
+    """Record one damaged region; whether the scan stops here: None (it goes on), END (the log's
+    end) or QUARANTINED (the rest of the log goes into quarantine). Only the active file may end
     in zeros (its pre-extension); rotation cuts them off before a file becomes a chunk."""
     path = fscan.path
     if d.kind == "hole":
         fscan.holes += d.length
-        return False
+        return None
     if d.kind == "torn" and last_file and active and d.reason == ZERO_TAIL:
         fscan.end = d.offset  # the clean end of a pre-extended file: nothing to do
-        return True
+        return END
     if d.kind == "torn" and last_file:
         plan.torn = (path, d.offset, d.length)
         plan.actions.append(Action("truncate", path, d.offset, d.length, f"torn tail: {d.reason}"))
-        return True
+        return END
     # Damage followed by more log (or a damaged rotated chunk) is corruption, not a torn write.
     reason = d.reason if d.kind == "corrupt" else f"rotated chunk ends in {d.length} invalid bytes ({d.reason})"
     extent = "until the next valid frame" if d.next_valid is not None else "to the end of the file"
@@ -352,13 +459,13 @@ def _damage(
     if mode == "skip_corrupt" and d.next_valid is not None:
         plan.actions.append(Action("quarantine", path, d.offset, d.length, reason))
         plan.actions.append(Action("zero", path, d.offset, d.length, "corrupt bytes preserved in quarantine"))
-        return False
+        return None
     kept = content_end(view, d.offset) - d.offset  # the rest of the file, without its zero tail
     plan.actions.append(Action("quarantine", path, d.offset, kept, reason))
     plan.actions.append(Action("truncate", path, d.offset, fscan.size - d.offset, "point-in-time recovery stops here"))
     for _, later_path in later:  # whole files moved aside: their size counts as quarantined
         plan.actions.append(Action("quarantine_file", later_path, 0, fs.file_size(later_path), "follows a corrupt entry"))
-    return True
+    return QUARANTINED
 
 
 def apply_plan(fs: FileSystem, plan: RecoveryPlan) -> None:
