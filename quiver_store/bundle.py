@@ -113,11 +113,15 @@ class RecordBundle:
             self.ingestion_time_ns = time.time_ns()
 
     def check_names(self) -> None:
-        """BundleError for a repeated column or struct field name. `ingest` checks it; a bundle read
-        back from storage is not, so one stored before this check existed still reads back."""
-        for slot, batch in self.slots.items():
-            for where, repeated, names in repeated_names(batch.schema)[:1]:
-                raise BundleError(_repeated_message(slot, where, repeated, names))
+        """BundleError for a repeated column or struct field name. `ingest` checks it (once per
+        schema: wal/bundle_codec.py); a bundle read back from storage is not, so one stored before
+        this check existed still reads back."""
+        for slot in self.slots:
+            self.check_slot_names(slot)
+
+    def check_slot_names(self, slot: int) -> None:
+        for where, repeated, names in repeated_names(self.slots[slot].schema)[:1]:
+            raise BundleError(_repeated_message(slot, where, repeated, names))
 
     def fingerprint(self, slot: int) -> bytes:
         try:

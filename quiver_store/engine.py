@@ -610,10 +610,9 @@ class QuiverStore:
                 "ingest (adaptive_arrow's encode_records gives such a bundle for an OTLP request without records)"
             )
         self.layout.check_slots(bundle.slots)
-        bundle.check_names()
         if progress.PROGRESS_SLOT in bundle.slots:
             progress.check_progress(bundle.slots[progress.PROGRESS_SLOT])
-        checked, epoch = self._encoder.check(bundle)  # schema vs fingerprint, before anything is logged
+        checked, epoch = self._encoder.check(bundle)  # names, schema vs fingerprint: before anything is logged
         if self._halted is not None:
             raise QuiverError(
                 f"store {self.path} stopped accepting bundles: placing logged bundles into segments failed "

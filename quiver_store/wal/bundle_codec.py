@@ -55,7 +55,8 @@ class BundleEncoder:
 
     def check(self, bundle: RecordBundle) -> tuple[Checked, int | None]:
         """Refuse (QuiverError, nothing logged) a batch whose schema contradicts its fingerprint:
-        the schema first seen with the same (slot, fingerprint), metadata aside. Returns the
+        the schema first seen with the same (slot, fingerprint), metadata aside; and (BundleError)
+        one with a repeated column or field name, checked when its schema is first seen. Returns the
         per-slot result for `encode`, with each batch as it will be logged (large dictionaries
         compacted, same values), and the epoch every slot was verified in (None if the cache was
         reset part-way)."""
@@ -71,6 +72,7 @@ class BundleEncoder:
             if known is not None and (known[0] is schema or known[0].equals(schema, check_metadata=True)):
                 out.append((slot, fp, compact_batch(batch, known[2]) if known[2] else batch, known[1]))
                 continue
+            bundle.check_slot_names(slot)  # a schema equal to a known one passed it when it became known
             plain = _plain(schema)
             head = schema.serialize() if plain else None  # (releases the GIL)
             paths = () if plain else compactable_paths(schema)
