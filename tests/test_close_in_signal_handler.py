@@ -246,6 +246,36 @@ def test_a_signal_around_the_commit_leaders_lock_release_leaves_as_itself(
     assert stored(tmp_path / "s") in ({0}, {0, 1})  # the cut entry was not acknowledged: either outcome
 
 
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_a_signal_before_the_commit_leader_takes_its_lock_back_leaves_as_itself(tmp_path: Path, exc: type[BaseException]) -> None:
+    """The other side of that window: a signal handler's exception landing in the leader's
+    `finally`, before it takes the lock back (the second Ctrl-C of a double press, right after the
+    first cut the write: make torture, test_interrupt twice-ingest-ctrl-c, 1 of 720 signals). It
+    left the call without the lock, and the caller's `with` raised "RuntimeError: cannot release
+    un-acquired lock" instead of the interrupt. Now the leader takes the lock back, finishes the
+    commit's bookkeeping and then lets the interrupt leave; the entry was committed, so it is
+    stored, and the store goes on taking bundles."""
+    from quiver_store.wal.group_commit import GroupCommitter
+
+    store = QuiverStore.open(tmp_path / "s")
+    store.ingest(RecordBundle({0: pa.record_batch({"i": [0]})}))
+    raised: list[BaseException] = []
+
+    def cut_ingest_then_go_on() -> None:
+        sys.settrace(raise_before(GroupCommitter._lead, "if not self._lock._is_owned()", exc))
+        try:
+            store.ingest(RecordBundle({0: pa.record_batch({"i": [1]})}))
+        except BaseException as caught:
+            raised.append(caught)
+        sys.settrace(None)
+        store.ingest(RecordBundle({0: pa.record_batch({"i": [2]})}))
+        store.close()
+
+    run_on_a_thread(cut_ingest_then_go_on)
+    assert [type(e) for e in raised] == [exc]
+    assert stored(tmp_path / "s") == {0, 1, 2}
+
+
 @pytest.mark.parametrize(("function", "line"), [
     ("close", "self._closer = threading.get_ident()"), ("close", "self._close()"),
     ("_close", "self._wait_for_ingests()"), ("_close", "self._shutdown()"),

@@ -247,6 +247,7 @@ class GroupCommitter:
             self._gathering = False
         batch: list[Pending] = []
         error: BaseException | None = None
+        late: BaseException | None = None  # a signal handler's exception inside the `finally` below
         try:
             self._cond.release()
             if self.flush_interval > 0 and self.durability != "none":
@@ -267,8 +268,15 @@ class GroupCommitter:
             # before or just after the release above: take the lock back only if it went. (It
             # used to be released outside this block: an exception right after it left the
             # caller's `with` releasing an unlocked lock, and a RuntimeError replaced the Ctrl-C.)
-            if not self._lock._is_owned():  # type: ignore[attr-defined]
-                self._cond.acquire()
+            # One landing here, before the lock is back (a double Ctrl-C), must not leave without
+            # it either: it waits until the commit's bookkeeping is done.
+            try:
+                if not self._lock._is_owned():  # type: ignore[attr-defined]
+                    self._cond.acquire()
+            except BaseException as exc:
+                late = exc
+                if not self._lock._is_owned():  # type: ignore[attr-defined]
+                    self._cond.acquire()
             self._leader = False
             self._leading = []
             if error is not None:
@@ -277,6 +285,8 @@ class GroupCommitter:
                 self._cond.notify_all()
         if error is not None and not isinstance(error, Exception):
             raise error  # KeyboardInterrupt or SystemExit from a signal handler: the caller's own
+        if late is not None:
+            raise late
         return error
 
     def _fail_batch(self, batch: list[Pending], error: BaseException) -> None:
