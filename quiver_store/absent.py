@@ -59,5 +59,13 @@ def decode(text: str) -> list[Range]:
     return out
 
 
+def uncovered(lo: int, hi: int, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of sequences lo..hi that none of `ranges` (inclusive pairs) covers, in order."""
+    left = [(lo, hi)] if lo <= hi else []
+    for a, b in ranges:
+        left = [part for x, y in left for part in ((x, min(y, a - 1)), (max(x, b + 1), y)) if part[0] <= part[1]]
+    return left
+
+
 def label(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}..{hi}"

@@ -97,14 +97,6 @@ def _recorded(spans: dict[int, SegmentSpan]) -> list[tuple[int, int]]:
     return [(lo, hi) for span in spans.values() for lo, hi, _ in span.absent]
 
 
-def _unexplained(lo: int, hi: int, recorded: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The parts of sequences lo..hi that no recorded range covers."""
-    left = [(lo, hi)] if lo <= hi else []
-    for a, b in recorded:
-        left = [part for x, y in left for part in ((x, min(y, a - 1)), (max(x, b + 1), y)) if part[0] <= part[1]]
-    return left
-
-
 def _ranges(parts: list[tuple[int, int]]) -> str:
     return ", ".join(absent.label(a, b) for a, b in parts)
 
@@ -194,7 +186,7 @@ def _missing_segments(spans: dict[int, SegmentSpan], acks: AckEvidence | None, c
         first_after = spans[nxt].first if nxt is not None else None
         if nxt is not None and nxt > prev + 1 and covered_floor is not None and below is not None and first_after is not None:
             lo = max(below + 1, covered_floor)
-            unexplained = _unexplained(lo, first_after - 1, recorded)
+            unexplained = absent.uncovered(lo, first_after - 1, recorded)
             if unexplained:
                 reasons.append(
                     f"WAL sequence(s) {_ranges(unexplained)} are in no segment file, and segments/next.seq "
@@ -304,7 +296,7 @@ def _missing_wal_data(
             "recovery, which starts at the point, will not replay them",
         ))
         covered = max(covered, ahead[-1])
-    unexplained = _unexplained(covered + 1, min(after) - 1, recorded) if after else []
+    unexplained = absent.uncovered(covered + 1, min(after) - 1, recorded) if after else []
     if unexplained:
         out.append((
             "wal/",

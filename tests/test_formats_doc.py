@@ -178,7 +178,7 @@ def parse_ipc_stream_payload(payload: bytes) -> pa.RecordBatch:
 
 
 def parse_synced_frame(data: bytes, pos: int) -> tuple[int, int, int] | None:
-    """(offset, F, L) when the frame at `pos` is a synced frame (its CRC checked by parse_wal_frame)."""
+    """(offset, F, L) when the frame at `pos` is a synced frame (CRC checked here), else None."""
     entry_len, entry_type = struct.unpack_from("<IB", data, pos)
     if entry_type != WAL_SYNCED:
         return None

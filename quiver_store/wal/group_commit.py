@@ -90,11 +90,10 @@ class GroupCommitter:
         self._leading: list[Pending] = []  # the leader's batch, while it commits
         self._next_seq = next_sequence
         # What the synced frames say (format.ENTRY_SYNCED): the frames of sequences _synced_from..
-        # _synced_to, all written by this process, were fdatasynced; _vouched is the last value a
-        # written synced frame carries. Frames replayed from earlier processes are not vouched for.
+        # _synced_to, all written by this process, were fdatasynced (None: none yet). Frames
+        # replayed from earlier processes are not vouched for.
         self._synced_from = next_sequence
         self._synced_to: int | None = None
-        self._vouched: int | None = None
         self._failed: BaseException | None = None
         self.stats = {"commits": 0, "fsyncs": 0, "bytes_written": 0, "entries": 0, "max_group": 0}
         self.group_sizes: dict[int, int] = {}
@@ -182,19 +181,18 @@ class GroupCommitter:
     def _write(self, group: list[Pending], sync: bool) -> None:
         """One gather write (and fdatasync) of the group's frames; positions and counters
         (`entries` counts logged bundles, not direct markers). A synced group opens with a frame
-        saying which earlier frames are synced, when that changed since the last one said it."""
+        saying which earlier frames are synced (each synced group adds some, so it always says more
+        than the one before)."""
         frames = [r.frame for r in group]
         sizes = [r.size for r in group]
-        vouch = self._synced_to if sync and self._synced_to != self._vouched else None
-        if vouch is not None:
-            frames.insert(0, synced_parts(group[0].ts, self._synced_from, vouch))
+        if sync and self._synced_to is not None:
+            frames.insert(0, synced_parts(group[0].ts, self._synced_from, self._synced_to))
             sizes.insert(0, SYNCED_FRAME_LEN)
         positions = self.writer.append(frames, sizes, sync=sync, before_sync=self.before_sync)
-        for r, p in zip(group, positions[len(positions) - len(group):]):
+        for r, p in zip(group, positions[-len(group):]):
             r.position = p
         if sync:
             self._synced_to = group[-1].sequence
-            self._vouched = vouch if vouch is not None else self._vouched
         n = len(group)
         stats = self.stats
         stats["commits"] += 1

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from ..absent import DAMAGED, LOST, UNACKNOWLEDGED, Range
+from ..absent import DAMAGED, LOST, UNACKNOWLEDGED, Range, uncovered
 from ..errors import CorruptionError, QuiverError
 from ..fs import FileSystem
 from . import sidecar
@@ -299,21 +299,6 @@ def _note_synced(plan: RecoveryPlan, entry: Entry) -> None:
         plan.synced.append(vouched)
 
 
-def _vouched(lo: int, hi: int, synced: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Sequences lo..hi split into the parts some synced frame vouches for and the rest."""
-    rest = [(lo, hi)]
-    for a, b in synced:
-        rest = [p for x, y in rest for p in ((x, min(y, a - 1)), (max(x, b + 1), y)) if p[0] <= p[1]]
-    inside, left = [], lo
-    for x, y in rest:
-        if left < x:
-            inside.append((left, x - 1))
-        left = y + 1
-    if left <= hi:
-        inside.append((left, hi))
-    return inside, rest
-
-
 def _judge_unseen(plan: RecoveryPlan, unseen: list[Unseen]) -> None:
     """Record the sequences that vanished across damage, zeros or a cut file (`_Follows.unseen`),
     once every synced frame is read: what a synced frame vouches for was acknowledged and is lost
@@ -323,7 +308,8 @@ def _judge_unseen(plan: RecoveryPlan, unseen: list[Unseen]) -> None:
         if u.cause == CUT:
             plan.absent.append((u.lo, u.hi, LOST))
             continue
-        lost, damaged = _vouched(u.lo, u.hi, plan.synced)
+        damaged = uncovered(u.lo, u.hi, plan.synced)
+        lost = uncovered(u.lo, u.hi, damaged)  # what some synced frame vouches for
         plan.absent += [(a, b, LOST) for a, b in lost] + [(a, b, DAMAGED) for a, b in damaged]
         for a, b in lost if u.cause == HOLE else ():
             what = (f"WAL sequence(s) {a}..{b} missing before the frame of sequence {u.before} (zeros where their frames "
