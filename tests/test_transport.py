@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adaptive_arrow import Decoder, Encoder
+from adaptive_arrow import BatchArrowRecords, Decoder, Encoder
+from adaptive_arrow.envelope import ArrowPayload
+from adaptive_arrow.errors import DecodingError
 from adaptive_arrow.transport import (
     DELTA,
     ENCODING_KEY,
@@ -24,7 +26,7 @@ from adaptive_arrow.transport import (
 from adaptive_arrow.transport.columns import encoded_paths, get_column
 from adaptive_arrow.transport.ids import Renumbering
 from adaptive_arrow.transport.optimizer import id_columns, parent_id_encoding
-from otap_model import OtapBundle, PayloadType, Signal, reference_schema, relations
+from otap_model import OtapBundle, PayloadType, Signal, generate, reference_schema, relations
 from tests.test_transport_strategies import canon, plain_bundles, relation_view
 
 P = PayloadType
@@ -245,6 +247,46 @@ def test_unknown_encoding_is_reported() -> None:
     bad = logs.set_column(0, logs.schema.field("id").with_metadata({ENCODING_KEY: b"zigzag"}), logs.column(0))
     with pytest.raises(TransportError, match=r"LOGS\.id: unknown encoding 'zigzag'"):
         restore(OtapBundle.of(Signal.LOGS, {P.LOGS: bad}))
+
+
+def _marked(batch: pa.RecordBatch, name: str, encoding: bytes, column: pa.Array | None = None) -> pa.RecordBatch:
+    i = batch.schema.get_field_index(name)
+    field = batch.schema.field(i)
+    column = batch.column(i) if column is None else column
+    return batch.set_column(i, pa.field(name, column.type, field.nullable, {ENCODING_KEY: encoding}), column)
+
+
+@pytest.mark.parametrize("encoding", [b"delta", b"quasidelta"])
+def test_a_delta_encoding_on_a_column_that_holds_no_ids_is_refused(encoding: bytes) -> None:
+    """Found by fuzzing the decoder: a timestamp or string column marked quasidelta had its buffer
+    read as ids (TypeError / ValueError from numpy, not the project's exception)."""
+    bundle = _logs_bundle([0, 1])
+    attrs = _marked(bundle[P.LOG_ATTRS], "key", encoding)
+    with pytest.raises(TransportError, match=rf"^LOG_ATTRS\.key: marked '{encoding.decode()}', an encoding only the id columns of LOG_ATTRS carry \(parent_id\)$"):
+        restore(OtapBundle.of(Signal.LOGS, {P.LOGS: bundle[P.LOGS], P.LOG_ATTRS: attrs}))
+    logs = _batch(P.LOGS, {"id": [0, 1], "resource": [{"id": 0}] * 2, "scope": [{"id": 0}] * 2, "time_unix_nano": [1, 2]})
+    logs = _marked(logs, "time_unix_nano", encoding)
+    with pytest.raises(TransportError, match=r"^LOGS\.time_unix_nano: marked .*only the id columns of LOGS carry \(id, resource\.id, scope\.id\)$"):
+        restore(OtapBundle.of(Signal.LOGS, {P.LOGS: logs}))
+
+
+def test_an_id_column_of_the_wrong_type_marked_delta_is_refused() -> None:
+    logs = _marked(_logs_bundle([0])[P.LOGS], "id", b"delta", pa.array([0.5, 1.0]))
+    with pytest.raises(TransportError, match=r"^LOGS\.id: marked 'delta' but has type double; ids are uint16 or uint32$"):
+        restore(OtapBundle.of(Signal.LOGS, {P.LOGS: logs}))
+
+
+def test_the_decoder_refuses_a_timestamp_column_marked_quasidelta() -> None:
+    """The fuzzed envelope itself: valid Arrow IPC whose LOGS.time_unix_nano carries quasidelta."""
+    bar = Encoder(Signal.LOGS).encode(next(generate(Signal.LOGS, 20, batch_size=20, seed=1)))
+    payloads = list(bar.payloads)
+    logs = pa.ipc.open_stream(payloads[0].record).read_next_batch()
+    logs = _marked(logs, "time_unix_nano", b"quasidelta")
+    sink = pa.BufferOutputStream()
+    pa.ipc.new_stream(sink, logs.schema).write_batch(logs)  # an OTAP payload has no end-of-stream marker
+    payloads[0] = ArrowPayload(payloads[0].schema_id, payloads[0].type, sink.getvalue().to_pybytes())
+    with pytest.raises(DecodingError, match=r"^batch 0: encoded ids cannot be restored: LOGS\.time_unix_nano: marked 'quasidelta'"):
+        Decoder().decode(BatchArrowRecords(bar.batch_id, tuple(payloads)))
 
 
 @pytest.mark.parametrize(

@@ -181,18 +181,33 @@ def restore(bundle: OtapBundle) -> OtapBundle:
                 column = column.dictionary_decode()
             if encoding == PLAIN:
                 plain = column
-            elif encoding == DELTA:
-                plain = delta.delta_decode(column)
-            elif encoding == QUASI_DELTA:
-                plain = delta.quasi_delta_decode(column, delta.equal_runs(table, PayloadType(pt)))
-            else:
+            elif encoding not in (DELTA, QUASI_DELTA):
                 raise TransportError(
                     f"{PayloadType(pt).name}.{path}: unknown encoding {encoding!r} "
                     f"(expected {PLAIN!r}, {DELTA!r} or {QUASI_DELTA!r})"
                 )
+            else:
+                _check_encoded_ids(PayloadType(pt), path, column, encoding)
+                if encoding == DELTA:
+                    plain = delta.delta_decode(column)
+                else:
+                    plain = delta.quasi_delta_decode(column, delta.equal_runs(table, PayloadType(pt)))
             table = replace_column(table, path, plain, None)
         restored[pt] = table
     return OtapBundle(bundle.signal, restored)
+
+
+def _check_encoded_ids(pt: PayloadType, path: str, column: pa.Array, encoding: str) -> None:
+    """Delta encodings are defined for id and parent_id columns of u16 / u32 only: any other
+    column marked so is refused before its buffer is read as ids."""
+    ids = id_columns(pt) + (("parent_id",) if parent_id_encoding(pt) is not None else ())
+    if path not in ids:
+        raise TransportError(
+            f"{pt.name}.{path}: marked {encoding!r}, an encoding only the id columns of {pt.name} carry "
+            f"({', '.join(ids) or 'it has none'})"
+        )
+    if column.type not in (pa.uint16(), pa.uint32()):
+        raise TransportError(f"{pt.name}.{path}: marked {encoding!r} but has type {column.type}; ids are uint16 or uint32")
 
 
 def _require(table: pa.RecordBatch, path: str, where: str) -> pa.Array:
