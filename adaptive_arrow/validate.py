@@ -13,6 +13,8 @@ from otap_model.payload import ATTRIBUTE_TABLES
 from otap_model.schema import conform_hint, strip_annotations
 
 from .errors import AdaptiveArrowError, EncodingError
+from .transport import TransportError, check_encoding
+from .transport.columns import encoded_paths
 
 ENCODING_KEY = b"encoding"
 
@@ -243,6 +245,17 @@ def check_tables(bundle: OtapBundle, signal: Signal) -> None:
             )
 
 
+def check_encodings(bundle: OtapBundle) -> None:
+    """Id encodings marked on the input must be ones the decoder undoes: sorting restores them
+    first, but an unsorted encode passes them through to the envelope."""
+    for pt, batch in bundle.tables.items():
+        for path, encoding in encoded_paths(batch.schema):
+            try:
+                check_encoding(PayloadType(pt), path, _column(batch, path)[0].type, encoding)
+            except TransportError as exc:
+                raise EncodingError(str(exc)) from None
+
+
 def check_bundle(bundle: OtapBundle, signal: Signal) -> None:
     if not isinstance(bundle, OtapBundle):
         raise EncodingError(f"expected an otap_model.OtapBundle, got {type(bundle).__name__}")
@@ -250,5 +263,6 @@ def check_bundle(bundle: OtapBundle, signal: Signal) -> None:
     for pt, batch in bundle.tables.items():
         check_schema(PayloadType(pt), batch)
     check_values(bundle)
+    check_encodings(bundle)
     check_unique_ids(bundle)
     check_ids(bundle)

@@ -1,5 +1,6 @@
 """Encoder misuse found by the second API review: duplicate parent ids, tables of another signal,
-nulls in not-null columns, unknown AnyValue type codes, sort_orders checked at construction.
+nulls in not-null columns, unknown AnyValue type codes, sort_orders checked at construction; and
+id encoding marks the decoder cannot undo (found by fuzzing).
 Each rejection is the package's exception naming the table and column, and the encoder still
 encodes the next valid bundle as if the bad one never came."""
 
@@ -145,6 +146,28 @@ def test_unknown_anyvalue_type_codes_are_rejected(sort: bool) -> None:
     bad = _with(LOGS_GEN[0], P.LOG_ATTRS, _set(attrs, "type", pa.array(codes, pa.uint8())))
     message = r"LOG_ATTRS\.type: unknown AnyValue type code 99 at row 5; defined codes are 0 \(empty\) to 7 \(bytes\)"
     _rejects_then_round_trips("logs", bad, LOGS_GEN[1], message, sort)
+
+
+def _marked(pt: PayloadType, name: str, encoding: bytes) -> OtapBundle:
+    batch = LOGS_GEN[0][pt]
+    i = batch.schema.get_field_index(name)
+    field = batch.schema.field(i)
+    return _with(LOGS_GEN[0], pt, batch.set_column(i, field.with_metadata({b"encoding": encoding}), batch.column(i)))
+
+
+@pytest.mark.parametrize("sort", [False, True])
+@pytest.mark.parametrize(
+    ("pt", "column", "encoding", "message"),
+    [
+        (P.RESOURCE_ATTRS, "parent_id", b"zz", r"^RESOURCE_ATTRS\.parent_id: unknown encoding 'zz' \(expected 'plain', 'delta' or 'quasidelta'\)$"),
+        (P.LOG_ATTRS, "key", b"quasidelta", r"^LOG_ATTRS\.key: marked 'quasidelta', an encoding only the id columns of LOG_ATTRS carry \(parent_id\)$"),
+        (P.LOGS, "time_unix_nano", b"delta", r"^LOGS\.time_unix_nano: marked 'delta', an encoding only the id columns of LOGS carry \(id, resource\.id, scope\.id\)$"),
+    ],
+)
+def test_id_encodings_the_decoder_cannot_undo_are_rejected(pt: PayloadType, column: str, encoding: bytes, message: str, sort: bool) -> None:
+    """Found by fuzzing: unsorted, the encoder passed an unknown mark through to an envelope no
+    decoder reads."""
+    _rejects_then_round_trips("logs", _marked(pt, column, encoding), LOGS_GEN[1], message, sort)
 
 
 @pytest.mark.parametrize(

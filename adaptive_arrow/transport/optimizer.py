@@ -179,35 +179,36 @@ def restore(bundle: OtapBundle) -> OtapBundle:
             assert column is not None  # encoded_paths only lists existing fields
             if pa.types.is_dictionary(column.type):
                 column = column.dictionary_decode()
+            check_encoding(PayloadType(pt), path, column.type, encoding)
             if encoding == PLAIN:
                 plain = column
-            elif encoding not in (DELTA, QUASI_DELTA):
-                raise TransportError(
-                    f"{PayloadType(pt).name}.{path}: unknown encoding {encoding!r} "
-                    f"(expected {PLAIN!r}, {DELTA!r} or {QUASI_DELTA!r})"
-                )
+            elif encoding == DELTA:
+                plain = delta.delta_decode(column)
             else:
-                _check_encoded_ids(PayloadType(pt), path, column, encoding)
-                if encoding == DELTA:
-                    plain = delta.delta_decode(column)
-                else:
-                    plain = delta.quasi_delta_decode(column, delta.equal_runs(table, PayloadType(pt)))
+                plain = delta.quasi_delta_decode(column, delta.equal_runs(table, PayloadType(pt)))
             table = replace_column(table, path, plain, None)
         restored[pt] = table
     return OtapBundle(bundle.signal, restored)
 
 
-def _check_encoded_ids(pt: PayloadType, path: str, column: pa.Array, encoding: str) -> None:
-    """Delta encodings are defined for id and parent_id columns of u16 / u32 only: any other
-    column marked so is refused before its buffer is read as ids."""
+def check_encoding(pt: PayloadType, path: str, type_: pa.DataType, encoding: str) -> None:
+    """An ``encoding`` mark restore can undo: a known one, and the delta encodings only on the
+    payload type's id columns and parent_id, of uint16 / uint32 (dictionary values count), so no
+    other column's buffer is ever read as ids."""
+    if encoding == PLAIN:
+        return
+    if encoding not in (DELTA, QUASI_DELTA):
+        raise TransportError(f"{pt.name}.{path}: unknown encoding {encoding!r} (expected {PLAIN!r}, {DELTA!r} or {QUASI_DELTA!r})")
     ids = id_columns(pt) + (("parent_id",) if parent_id_encoding(pt) is not None else ())
     if path not in ids:
         raise TransportError(
             f"{pt.name}.{path}: marked {encoding!r}, an encoding only the id columns of {pt.name} carry "
             f"({', '.join(ids) or 'it has none'})"
         )
-    if column.type not in (pa.uint16(), pa.uint32()):
-        raise TransportError(f"{pt.name}.{path}: marked {encoding!r} but has type {column.type}; ids are uint16 or uint32")
+    if pa.types.is_dictionary(type_):
+        type_ = type_.value_type
+    if type_ not in (pa.uint16(), pa.uint32()):
+        raise TransportError(f"{pt.name}.{path}: marked {encoding!r} but has type {type_}; ids are uint16 or uint32")
 
 
 def _require(table: pa.RecordBatch, path: str, where: str) -> pa.Array:
