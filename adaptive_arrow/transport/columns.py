@@ -21,7 +21,8 @@ PLAIN, DELTA, QUASI_DELTA = "plain", "delta", "quasidelta"
 
 def get_column(batch: pa.RecordBatch, path: str, positions: Mapping[str, int] | None = None) -> pa.Array | None:
     """The array at ``path``, or None when the batch has no such column. ``positions`` (top-level
-    name -> index, unique names only) spares the schema look-up to callers that ask for many paths."""
+    name -> index, unique names only) spares the schema look-up to callers that ask for many paths.
+    A struct child is null wherever its struct is (``flatten``), whatever its own buffers hold."""
     head, _, rest = path.partition(".")
     index = batch.schema.get_field_index(head) if positions is None else positions.get(head, -1)
     if index < 0:
@@ -29,9 +30,10 @@ def get_column(batch: pa.RecordBatch, path: str, positions: Mapping[str, int] | 
     array = batch.column(index)
     if not rest:
         return array
-    if not pa.types.is_struct(array.type) or array.type.get_field_index(rest) < 0:
+    child = array.type.get_field_index(rest) if pa.types.is_struct(array.type) else -1
+    if child < 0:
         return None
-    return array.field(rest)
+    return array.flatten()[child] if array.null_count else array.field(child)
 
 
 def get_field(schema: pa.Schema, path: str) -> pa.Field | None:
