@@ -162,6 +162,7 @@ def _marked(pt: PayloadType, name: str, encoding: bytes) -> OtapBundle:
         (P.RESOURCE_ATTRS, "parent_id", b"zz", r"^RESOURCE_ATTRS\.parent_id: unknown encoding 'zz' \(expected 'plain', 'delta' or 'quasidelta'\)$"),
         (P.LOG_ATTRS, "key", b"quasidelta", r"^LOG_ATTRS\.key: marked 'quasidelta', an encoding only the id columns of LOG_ATTRS carry \(parent_id\)$"),
         (P.LOGS, "time_unix_nano", b"delta", r"^LOGS\.time_unix_nano: marked 'delta', an encoding only the id columns of LOGS carry \(id, resource\.id, scope\.id\)$"),
+        (P.LOGS, "id", b"quasidelta", r"^LOGS\.id: marked 'quasidelta', which is defined only for the parent_id of attribute, span event, span link and exemplar tables$"),
     ],
 )
 def test_id_encodings_the_decoder_cannot_undo_are_rejected(pt: PayloadType, column: str, encoding: bytes, message: str, sort: bool) -> None:

@@ -192,9 +192,9 @@ def restore(bundle: OtapBundle) -> OtapBundle:
 
 
 def check_encoding(pt: PayloadType, path: str, type_: pa.DataType, encoding: str) -> None:
-    """An ``encoding`` mark restore can undo: a known one, and the delta encodings only on the
-    payload type's id columns and parent_id, of uint16 / uint32 (dictionary values count), so no
-    other column's buffer is ever read as ids."""
+    """An ``encoding`` mark restore can undo: a known one, the delta encodings only on the payload
+    type's id columns and parent_id, of uint16 / uint32 (dictionary values count), so no other
+    column's buffer is ever read as ids; quasidelta only where its equality rule is defined."""
     if encoding == PLAIN:
         return
     if encoding not in (DELTA, QUASI_DELTA):
@@ -204,6 +204,11 @@ def check_encoding(pt: PayloadType, path: str, type_: pa.DataType, encoding: str
         raise TransportError(
             f"{pt.name}.{path}: marked {encoding!r}, an encoding only the id columns of {pt.name} carry "
             f"({', '.join(ids) or 'it has none'})"
+        )
+    if encoding == QUASI_DELTA and (path != "parent_id" or parent_id_encoding(pt) != QUASI_DELTA):
+        raise TransportError(
+            f"{pt.name}.{path}: marked {encoding!r}, which is defined only for the parent_id of attribute, "
+            "span event, span link and exemplar tables"
         )
     if pa.types.is_dictionary(type_):
         type_ = type_.value_type
