@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test torture lint bench asv clean docs
+.PHONY: demo test torture fuzz lint bench asv clean docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ test: $(STAMP)
 
 torture: $(STAMP)
 	$(PY) -m pytest -q -m "torture"
+
+# Coverage-guided fuzzing (atheris) of every reader, 120 s per target: FUZZ_ARGS="--seconds 600 otlp"
+$(VENV)/.fuzz-installed: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[dev,spark,fuzz]"
+	touch $@
+
+fuzz: $(VENV)/.fuzz-installed
+	$(PY) -m fuzz $(FUZZ_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -336,7 +336,8 @@ def _strip_type(t: pa.DataType) -> pa.DataType:
 
 
 def conforms(batch: pa.RecordBatch, pt: PayloadType) -> None:
-    """Raise SchemaError unless `batch` has the reference schema's names, types and nullability."""
+    """Raise SchemaError unless `batch` has the reference schema's names, types and nullability,
+    and plain ids (no transport ``encoding`` mark other than ``plain``)."""
     ref = reference_schema(pt)
     got = batch.schema
     hint = conform_hint(pt)
@@ -348,6 +349,14 @@ def conforms(batch: pa.RecordBatch, pt: PayloadType) -> None:
             raise SchemaError(
                 f"{pt.name}.{want.name}: expected {w.type} (nullable={w.nullable}), got {h.type} (nullable={h.nullable}){hint}"
             )
+        for path, field in [(have.name, have)] + [(f"{have.name}.{c.name}", c) for c in (have.type if pa.types.is_struct(have.type) else ())]:
+            mark = (field.metadata or {}).get(b"encoding", b"plain")
+            if mark != b"plain":
+                raise SchemaError(
+                    f"{pt.name}.{path}: its ids are marked {mark.decode(errors='replace')!r} (transport-encoded), "
+                    "and a plain bundle holds plain ids: decode the bundle first (adaptive_arrow.Decoder or "
+                    "adaptive_arrow.transport.restore)"
+                )
 
 
 def conform_hint(pt: PayloadType) -> str:

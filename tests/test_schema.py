@@ -93,6 +93,24 @@ def test_conforms_names_the_offending_column():
         m.conforms(good.drop_columns(["str"]), P.LOG_ATTRS)
 
 
+def test_conforms_refuses_transport_encoded_ids():
+    """Found by fuzzing the encoder: to_otlp read quasidelta-marked parent ids as plain ones, so
+    the same table meant one thing to to_otlp and another to the encoder and decoder."""
+    schema = m.reference_schema(P.LOG_ATTRS)
+    good = pa.RecordBatch.from_pylist([{"parent_id": 0, "key": "k", "type": 1, "str": "v"}], schema=schema)
+    plain = good.set_column(0, schema.field(0).with_metadata({b"encoding": b"plain"}), good.column(0))
+    m.conforms(plain, P.LOG_ATTRS)
+    marked = good.set_column(0, schema.field(0).with_metadata({b"encoding": b"quasidelta"}), good.column(0))
+    with pytest.raises(m.SchemaError, match=r"^LOG_ATTRS\.parent_id: its ids are marked 'quasidelta' \(transport-encoded\), and a plain bundle holds plain ids: decode the bundle first"):
+        m.conforms(marked, P.LOG_ATTRS)
+    logs = m.reference_schema(P.LOGS)
+    scope = logs.field("scope")
+    delta_id = pa.struct([c.with_metadata({b"encoding": b"delta"}) if c.name == "id" else c for c in scope.type])
+    batch = pa.RecordBatch.from_pylist([{"id": 0, "scope": {"id": 0}}], schema=logs.set(logs.get_field_index("scope"), scope.with_type(delta_id)))
+    with pytest.raises(m.SchemaError, match=r"^LOGS\.scope\.id: its ids are marked 'delta'"):
+        m.conforms(batch, P.LOGS)
+
+
 def test_bundle_equality_treats_missing_and_empty_tables_alike():
     schema = m.reference_schema(P.LOG_ATTRS)
     empty = schema.empty_table().to_batches()

@@ -1,0 +1,23 @@
+"""Coverage-guided fuzzing (atheris, libFuzzer) of every reader of outside bytes and tables.
+
+`make fuzz` (or `python -m fuzz [--seconds N] [target ...]`) seeds each target's corpus from
+generated telemetry and a crashed store, runs it for a while and prints what it found. The
+property of every target: the input is either accepted or refused with the project's own
+exception; nothing else is raised, nothing crashes or hangs, and what the encoder accepts
+decodes back to itself. numba kernels run with bounds checks (NUMBA_BOUNDSCHECK=1), so an
+index a corrupt input drives out of range is an IndexError here instead of a silent read.
+
+Targets (one module each):
+
+- ``decoder_bytes``: envelope bytes, and IPC payload bytes inside a valid envelope, alone or
+  after a valid envelope opened the stream (deltas against its dictionaries);
+- ``decoder_tables``: valid Arrow IPC with wrong contents (values, nulls, dropped columns,
+  ``encoding`` marks, row counts) in a unary envelope;
+- ``encoder_tables``: generated plain bundles with the same mutations, encoded sorted or not:
+  refused with EncodingError or decoded equal (canonical OTLP); the same encoder and decoder
+  then carry a clean batch;
+- ``otlp``: OTLP protobuf and JSON requests, then encode, decode and compare;
+- ``store_files``: one file of a crashed store (WAL, segment, ack log, checkpoint, sidecar,
+  floor) replaced, then `quiver verify` / `replay` and an open, read and drain in two recovery
+  modes.
+"""

@@ -1,0 +1,33 @@
+"""Coverage for our own Python code only, and never for numba kernels."""
+
+from __future__ import annotations
+
+import gc
+import types
+
+import atheris
+import numba.core.registry
+
+OURS = ("otap_model", "adaptive_arrow", "quiver_store")
+
+
+def instrument_our_code() -> int:
+    """Instrument every loaded function of our packages except the Python source of numba
+    kernels: numba cannot type atheris' tracing calls when it compiles a kernel for a new
+    signature. Call it once everything the target uses is imported."""
+    kernels = {id(o.py_func) for o in gc.get_objects() if isinstance(o, numba.core.registry.CPUDispatcher)}
+    count = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType) and id(obj) not in kernels and (obj.__module__ or "").startswith(OURS):
+            atheris.instrument_func(obj)
+            count += 1
+    return count
+
+
+def fuzz(one) -> None:  # type: ignore[no-untyped-def]
+    """Instrument, then hand the command line (corpus directories, libFuzzer flags) to libFuzzer."""
+    import sys
+
+    instrument_our_code()
+    atheris.Setup(sys.argv, one)
+    atheris.Fuzz()
