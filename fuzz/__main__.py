@@ -3,7 +3,8 @@
 Each target runs in its own process under libFuzzer for N seconds (default 120) with a corpus in
 DIR/<target>/corpus (seeded the first time, kept and grown across runs) and NUMBA_BOUNDSCHECK=1;
 an input that breaks the target's property is written to DIR/<target>/ with libFuzzer's
-``crash-``, ``timeout-`` or ``oom-`` prefix and the run goes on to the next target. The last
+``crash-``, ``timeout-`` or ``oom-`` prefix (libFuzzer stops at the first) and the run goes on
+to the next target. The last
 lines print, per target: executions, coverage (edges of our Python code), corpus size and
 findings. Exit status 1 when any target found something.
 
@@ -20,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 TARGETS = ("decoder_bytes", "decoder_tables", "encoder_tables", "otlp", "store_files")
 
@@ -36,13 +38,16 @@ def run(target: str, seconds: int, out: str) -> dict[str, str]:
     flags = [f"-max_total_time={seconds}", f"-artifact_prefix={home}/", "-timeout=60", "-rss_limit_mb=8000",
              "-max_len=200000", "-print_final_stats=1"]
     log = os.path.join(home, "fuzz.log")
+    started = time.time()
     with open(log, "w") as f:
         status = subprocess.run([sys.executable, "-m", f"fuzz.{target}", corpus, *flags], stdout=f, stderr=subprocess.STDOUT, env=env).returncode
     with open(log, errors="replace") as f:
         text = f.read()
     stat = dict(re.findall(r"^stat::(\w+):\s+(\d+)", text, re.M))
     coverage = re.findall(r"cov: (\d+)", text)
-    findings = sorted(os.path.basename(p) for p in glob.glob(os.path.join(home, "*-*")) if not p.endswith(".log"))
+    findings = sorted(  # this run's: earlier runs' findings stay in the folder
+        os.path.basename(p) for p in glob.glob(os.path.join(home, "*-*")) if not p.endswith(".log") and os.path.getmtime(p) >= started
+    )
     return {
         "target": target,
         "runs": stat.get("number_of_executed_units", "?"),

@@ -27,7 +27,7 @@ def _otlp(bundle: OtapBundle) -> object | None:
 
 def one(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
-    signal = fdp.PickValueInList(SIGNALS)
+    signal = fdp.PickValueInList(list(SIGNALS))
     first, clean = BUNDLES[signal]
     sort = fdp.ConsumeBool()
     tables = dict(first.tables)

@@ -189,7 +189,10 @@ def _first_appearance(keys: np.ndarray) -> np.ndarray:
 
 def _envelope(bundle: OtapBundle, root: pa.RecordBatch, items: Blob) -> bytes:
     resource, scope = root.column("resource"), root.column("scope")
-    res_valid, sc_valid = w.valid(resource), w.valid(scope)
+    # A row without an id (its struct null, or the id in it) shares the group of the resource's
+    # other rows without one, whatever value the id's buffer holds under the null.
+    res_valid = w.valid(resource) & w.valid(resource.field("id"))
+    sc_valid = w.valid(scope) & w.valid(scope.field("id"))
     rid = np.where(res_valid, w.numbers(resource.field("id")).astype(np.int64), -1)
     sid = np.where(sc_valid, w.numbers(scope.field("id")).astype(np.int64), -1)
     res_group = _first_appearance(rid)
