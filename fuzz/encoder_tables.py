@@ -29,11 +29,13 @@ def _one_description_per_id(bundle: OtapBundle) -> bool:
     """Whether the root rows sharing a resource id (a scope id) agree on the resource (scope):
     otherwise to_otlp describes the group by its first row, which sorting changes."""
     root = next(t for pt, t in bundle.tables.items() if pt in (PayloadType.LOGS, PayloadType.SPANS, PayloadType.UNIVARIATE_METRICS))
+    scope_urls = root.column("schema_url").to_pylist()  # the ScopeX's schema_url is a root column
     for name in ("resource", "scope"):
         seen: dict[object, object] = {}
-        for row in root.column(name).to_pylist():
+        for i, row in enumerate(root.column(name).to_pylist()):
             key = None if row is None else row["id"]  # rows without an id form one group too
-            if seen.setdefault(key, row) != row:
+            description = (row, scope_urls[i]) if name == "scope" else row
+            if seen.setdefault(key, description) != description:
                 return False
     return True
 
