@@ -6,15 +6,13 @@ valid envelope opens the stream and the rest continues it under that payload's s
 
 from __future__ import annotations
 
-import os
-
 import otap_model
 from adaptive_arrow import BatchArrowRecords, Decoder, Encoder, EncoderConfig
 from adaptive_arrow.envelope import ArrowPayload
 from adaptive_arrow.errors import AdaptiveArrowError
 from otap_model import PayloadType
 
-from .instrument import fuzz
+from .harness import Seeds, fuzz
 
 TYPES = sorted(int(pt) for pt in PayloadType)
 SIGNALS = ("logs", "traces", "metrics")
@@ -44,14 +42,7 @@ def one(data: bytes) -> None:
 def seed(directory: str) -> None:
     """Envelopes of every signal (sorted, unsorted, zstd), each payload alone, and the next
     envelope's payloads of a stream the openers started."""
-    n = 0
-
-    def put(data: bytes) -> None:
-        nonlocal n
-        with open(os.path.join(directory, f"seed{n}"), "wb") as f:
-            f.write(data)
-        n += 1
-
+    put = Seeds(directory).put
     for s in SIGNALS:
         for config in (EncoderConfig(), EncoderConfig(sort=False), EncoderConfig(ipc_compression="zstd")):
             encoder = Encoder(s, config)

@@ -13,7 +13,7 @@ from adaptive_arrow.envelope import ArrowPayload
 from adaptive_arrow.errors import AdaptiveArrowError
 from otap_model.errors import OtapModelError
 
-from .instrument import fuzz
+from .harness import fuzz
 from .mutate import mutate
 
 ENVELOPES = [

@@ -11,7 +11,7 @@ from otap_model import OtapBundle, PayloadType
 from otap_model.errors import OtapModelError
 from otap_model.otlp.order import canonical_order
 
-from .instrument import fuzz
+from .harness import fuzz
 from .mutate import mutate
 
 SIGNALS = ("logs", "traces", "metrics")

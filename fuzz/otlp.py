@@ -13,7 +13,7 @@ from adaptive_arrow import Decoder, Encoder
 from otap_model.errors import OtapModelError
 from otap_model.otlp.order import canonical_order
 
-from .instrument import fuzz
+from .harness import Seeds, fuzz
 
 SIGNALS = ("logs", "traces", "metrics", None)
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
@@ -37,14 +37,7 @@ def one(data: bytes) -> None:
 def seed(directory: str) -> None:
     """Generated requests of every profile as protobuf, and the OTLP/JSON samples in
     ../shared/data (as JSON and as protobuf) when that folder is there."""
-    n = 0
-
-    def put(data: bytes) -> None:
-        nonlocal n
-        with open(os.path.join(directory, f"seed{n}"), "wb") as f:
-            f.write(data)
-        n += 1
-
+    put = Seeds(directory).put
     for i, signal in enumerate(SIGNALS[:3]):
         for profile in ("default", "sparse", "high-cardinality") + (("multivariate",) if signal == "metrics" else ()):
             for bundle in otap_model.generate(signal, 12, batch_size=4, seed=2, profile=profile):

@@ -18,7 +18,7 @@ import tempfile
 
 from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig, WalConfig, cli
 
-from .instrument import fuzz
+from .harness import Seeds, fuzz
 
 FILES = ("wal/quiver.wal", "segments/0000000000000000.qseg", "ack.log", "ack.checkpoint", "wal/truncate.offset", "segments/next.seq")
 CONFIG = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
@@ -91,16 +91,14 @@ def one(data: bytes) -> None:
 
 def seed(directory: str) -> None:
     """Each file of the template as it is (the WAL without its pre-extended zero tail)."""
+    put = Seeds(directory).put
     for i, name in enumerate(FILES):
         source = os.path.join(template(), name)
         if not os.path.exists(source):
             continue
         with open(source, "rb") as f:
             data = f.read()
-        if name.endswith(".wal"):
-            data = data.rstrip(b"\0")
-        with open(os.path.join(directory, f"seed{i}"), "wb") as f:
-            f.write(bytes([i]) + data)
+        put(bytes([i]) + (data.rstrip(b"\0") if name.endswith(".wal") else data))
 
 
 if __name__ == "__main__":

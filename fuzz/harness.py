@@ -1,8 +1,10 @@
-"""Coverage for our own Python code only, and never for numba kernels."""
+"""What every target shares: coverage of our own Python code (never of numba kernels), the
+libFuzzer entry point, and the writer of seed inputs."""
 
 from __future__ import annotations
 
 import gc
+import os
 import types
 
 import atheris
@@ -31,3 +33,16 @@ def fuzz(one) -> None:  # type: ignore[no-untyped-def]
     instrument_our_code()
     atheris.Setup(sys.argv, one)
     atheris.Fuzz()
+
+
+class Seeds:
+    """Writes seed inputs into a corpus directory as seed0, seed1, ..."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.count = 0
+
+    def put(self, data: bytes) -> None:
+        with open(os.path.join(self.directory, f"seed{self.count}"), "wb") as f:
+            f.write(data)
+        self.count += 1
