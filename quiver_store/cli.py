@@ -320,7 +320,11 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
 def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where: dict, file_stem: str) -> None:
     if args.format == "json":
         row = {**where, "ingestion_time_ns": bundle.ingestion_time_ns}
-        row["slots"] = {str(s): _json_rows(b) for s, b in bundle.slots.items()}
+        try:
+            row["slots"] = {str(s): _json_rows(b) for s, b in bundle.slots.items()}
+        except (pa.ArrowException, ValueError) as exc:  # a batch its own schema does not hold (nulls in a not-null column)
+            named = f"WAL sequence {where['wal_sequence']}" if where["segment"] is None else f"segment {where['segment']} bundle {where['bundle']}"
+            raise CorruptionError(f"{named}: its rows do not fit their schema ({exc})") from None
         out.write(_json_line(row) + "\n")
         return
     for slot, batch in bundle.slots.items():

@@ -511,6 +511,20 @@ def test_dump_of_a_damaged_wal_gives_the_bundles_before_the_damage_and_exits_1(t
     assert digest(root) == before  # read-only
 
 
+def test_dump_of_rows_that_do_not_fit_their_schema_is_one_line_and_exit_1(tmp_path, capsys):
+    """Found by fuzzing CRC-valid WAL frames (session 21): nulls in a column whose schema says not
+    null made the JSON conversion raise ValueError, and `quiver dump` printed a traceback."""
+    batch = pa.RecordBatch.from_arrays([pa.array([None, "a"])], schema=pa.schema([pa.field("s", pa.string(), nullable=False)]))
+    with QuiverStore.open(tmp_path / "s") as store:
+        store.ingest(RecordBundle({0: batch}))
+    assert main(["dump", str(tmp_path / "s")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert " ".join(err.split()) == (
+        "quiver dump: segment 0 bundle 0: its rows do not fit their schema (Casting field 's' with null values to non-nullable)"
+    )
+
+
 # -- dump --output -----------------------------------------------------------------------------------
 def test_dump_refuses_an_output_that_is_a_file_or_holds_an_earlier_dump(store_dir, tmp_path_factory, capsys):
     scratch = tmp_path_factory.mktemp("out")

@@ -105,6 +105,46 @@ def test_bundle_codec_round_trip(columns, dictionary):
     assert decode_bundle(entry, DEFAULT_LAYOUT, "mem").equals(b)
 
 
+def _crc_valid_frame(blob: bytes) -> memoryview:
+    return memoryview(encode_entry(0, 5, 1, 1, blob))
+
+
+def test_a_crc_valid_frame_with_offsets_past_its_buffer_is_corruption_not_a_crash():
+    """Found by fuzzing CRC-valid frames (session 21): a string payload whose last offset points
+    past its data decoded without a check, and `quiver dump`'s to_pylist raised SystemError
+    ("Negative size passed to PyUnicode_New"; an out-of-bounds read). Now every decoded payload is
+    validated in full, and the frame is a CorruptionError naming it."""
+    b = RecordBundle({0: pa.record_batch({"s": pa.array(["ab", "cd"])})})
+    _, blob = BundleEncoder(DEFAULT_LAYOUT).encode_bytes(b)
+    offsets = struct.pack("<3i", 0, 2, 4)
+    assert blob.count(offsets) == 1
+    bad = blob.replace(offsets, struct.pack("<3i", 0, 2, 0x7FFF_FFF0))
+    with pytest.raises(CorruptionError, match=r"^mem at offset 0: entry seq 1: slot 0 payload is not a valid Arrow IPC stream \(.*offset"):
+        decode_bundle(frame_at(_crc_valid_frame(bad), 0), DEFAULT_LAYOUT, "mem")
+
+
+def test_every_pyarrow_error_of_a_crc_valid_payload_is_corruption():
+    """pyarrow raises ArrowKeyError (here: a record batch whose dictionary message is missing) and
+    ArrowNotImplementedError (the fuzzing saw a 128-bit integer type) for some bytes; decode_bundle
+    let them through (it caught ArrowInvalid only) and `quiver dump` printed a traceback."""
+    b = RecordBundle({0: pa.record_batch({"d": pa.array(["x", "y", "x"]).dictionary_encode()})})
+    _, blob = BundleEncoder(DEFAULT_LAYOUT).encode_bytes(b)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, b.slots[0].schema) as w:
+        w.write_batch(b.slots[0])
+    stream = sink.getvalue().to_pybytes()
+    reader = pa.BufferReader(stream)
+    schema, dictionary, batch = (pa.ipc.read_message(reader).serialize().to_pybytes() for _ in range(3))
+    assert pa.ipc.read_message(pa.BufferReader(dictionary)).type == "dictionary"
+    no_dictionary = schema + batch + stream[-8:]  # the record batch without the dictionary it refers to
+    with pytest.raises(pa.ArrowKeyError):  # the case: not an ArrowInvalid
+        pa.ipc.read_record_batch(pa.ipc.read_message(pa.BufferReader(batch)), pa.ipc.read_schema(pa.BufferReader(schema)))
+    assert blob.endswith(stream)
+    block = blob[: len(blob) - len(stream) - 4] + struct.pack("<I", len(no_dictionary)) + no_dictionary
+    with pytest.raises(CorruptionError, match=r"slot 0 payload is not a valid Arrow IPC stream \(Dictionary field not found\)"):
+        decode_bundle(frame_at(_crc_valid_frame(block), 0), DEFAULT_LAYOUT, "mem")
+
+
 # -- torn tails ------------------------------------------------------------------------------------
 def test_torn_tail_at_every_byte_of_the_last_entry_recovers_the_exact_prefix(tmp_path):
     src = tmp_path / "src"

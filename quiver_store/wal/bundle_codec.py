@@ -170,7 +170,10 @@ def decode_bundle(entry: Entry, layout: Layout | None, path: str) -> RecordBundl
             )
         try:
             batch = _decode_payload(rec.payload)
-        except (pa.ArrowInvalid, OSError) as exc:
+            # A CRC-valid frame can still hold offsets past its buffers (a foreign or buggy writer):
+            # checked here (about 7 GB/s), before a kernel reads them out of bounds.
+            batch.validate(full=True)
+        except (pa.ArrowException, OSError) as exc:  # ArrowKeyError, ArrowNotImplementedError too
             raise CorruptionError(
                 f"entry seq {entry.sequence}: slot {rec.slot} payload is not a valid Arrow IPC stream ({exc})",
                 path,
