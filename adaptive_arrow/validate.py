@@ -13,10 +13,8 @@ from otap_model.payload import ATTRIBUTE_TABLES
 from otap_model.schema import conform_hint, strip_annotations
 
 from .errors import AdaptiveArrowError, EncodingError
-from .transport import TransportError, check_encoding
-from .transport.columns import encoded_paths
-
-ENCODING_KEY = b"encoding"
+from .transport import PLAIN, TransportError, check_encoding
+from .transport.columns import encoded_paths, encoding_of, get_field
 
 
 def _describe(f: pa.Field) -> str:
@@ -57,8 +55,7 @@ def _column(batch: pa.RecordBatch, path: str) -> tuple[pa.Field, pa.Array]:
 
 
 def _plain(field: pa.Field) -> bool:
-    md = field.metadata or {}
-    return md.get(ENCODING_KEY, b"plain") == b"plain"
+    return encoding_of(field) in (None, PLAIN)
 
 
 _MAX_TABLE = 1 << 22  # largest id for which a presence table beats hashing
@@ -251,7 +248,9 @@ def check_encodings(bundle: OtapBundle) -> None:
     for pt, batch in bundle.tables.items():
         for path, encoding in encoded_paths(batch.schema):
             try:
-                check_encoding(PayloadType(pt), path, _column(batch, path)[0].type, encoding)
+                field = get_field(batch.schema, path)
+                assert field is not None  # encoded_paths only lists existing fields
+                check_encoding(PayloadType(pt), path, field.type, encoding)
             except TransportError as exc:
                 raise EncodingError(str(exc)) from None
 

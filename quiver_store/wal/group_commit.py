@@ -266,15 +266,15 @@ class GroupCommitter:
             # before or just after the release above: take the lock back only if it went. (It
             # used to be released outside this block: an exception right after it left the
             # caller's `with` releasing an unlocked lock, and a RuntimeError replaced the Ctrl-C.)
-            # One landing here, before the lock is back (a double Ctrl-C), must not leave without
-            # it either: it waits until the commit's bookkeeping is done.
-            try:
-                if not self._lock._is_owned():  # type: ignore[attr-defined]
-                    self._cond.acquire()
-            except BaseException as exc:
-                late = exc
-                if not self._lock._is_owned():  # type: ignore[attr-defined]
-                    self._cond.acquire()
+            # Ones landing here, before the lock is back (a double Ctrl-C), must not leave without
+            # it either: the first such exception waits until the commit's bookkeeping is done.
+            while True:
+                try:
+                    if not self._lock._is_owned():  # type: ignore[attr-defined]
+                        self._cond.acquire()
+                    break
+                except BaseException as exc:
+                    late = late or exc
             self._leader = False
             self._leading = []
             if error is not None:
