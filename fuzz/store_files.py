@@ -65,16 +65,22 @@ logging.disable(logging.CRITICAL)  # recovery logs every damage it meets
 def one(data: bytes) -> None:
     if not data:
         return
+    check_with(FILES[data[0] % len(FILES)], data[1:])
+
+
+def check_with(name: str, content: bytes) -> None:
+    """The template with file `name` replaced by `content`: every tool and every open of it
+    either works or raises QuiverError."""
     path = os.path.join(WORK, "store")
     shutil.rmtree(path, ignore_errors=True)
     shutil.copytree(template(), path)
-    with open(os.path.join(path, FILES[data[0] % len(FILES)]), "wb") as f:
-        f.write(data[1:])
+    with open(os.path.join(path, name), "wb") as f:
+        f.write(content)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for command in (["verify", path], ["replay", path], ["replay", path, "--recovery", "skip_corrupt"]):
+        for command in (["verify", path], ["replay", path], ["replay", path, "--recovery", "skip_corrupt"], ["dump", path]):
             status = cli.main(command)
             assert status in (0, 1, 2), (command, status)
-    for recovery in ("point_in_time", "skip_corrupt"):
+    for recovery in ("point_in_time", "skip_corrupt", "strict"):
         copy = os.path.join(WORK, recovery)
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(path, copy)
