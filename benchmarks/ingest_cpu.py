@@ -1,9 +1,11 @@
 """CPU cost of one `QuiverStore.ingest` of a small bundle, by step, insensitive to disk noise.
 
-    .venv/bin/python -m benchmarks.ingest_cpu [--bundles N] [--rounds R] [--threads T] [--dir DIR]
+    .venv/bin/python -m benchmarks.ingest_cpu [--bundles N] [--rounds R] [--threads T] [--dir DIR] [--otap SIGNAL]
 
-The bundles are bench_store's `small_bundles` (4 slots x 100 rows, OTAP-log shaped), built before
-timing as bench_store does (so they are cold in cache). Each round opens a fresh store and ingests
+The bundles are bench_store's `small_bundles` (4 slots x 100 rows, OTAP-log shaped; every field
+nullable), or with `--otap` the encoder's own bundles of 100 generated records of that signal
+(3 to 14 slots, with the not-null fields of the OTAP schemas), built before timing as bench_store
+does (so they are cold in cache). Each round opens a fresh store and ingests
 them from one producer, twice:
 
 - "fsync": the real file system. Reports the producer thread's CPU time per ingest
@@ -82,6 +84,8 @@ def instrument(store: QuiverStore, steps: Steps, applier_ns: list[int]) -> Calla
     """Wrap the store's steps; returns a function undoing the module-level patch."""
     steps.wrap(store, "_check_schemas", "schema check")  # before: its own step
     steps.wrap(store._encoder, "check", "schema check")
+    original_nulls = RecordBundle.__dict__.get("check_slot_nulls")
+    steps.wrap(RecordBundle, "check_slot_nulls", "  not-null check")
     steps.wrap(store, "_is_large", "large-bundle test")
     steps.wrap(store._encoder, "encode", "serialize slots")
     steps.wrap(store._hub, "before_ingest", "size cap")
@@ -110,6 +114,8 @@ def instrument(store: QuiverStore, steps: Steps, applier_ns: list[int]) -> Calla
 
     def undo() -> None:
         group_commit.entry_parts = original_parts
+        if original_nulls is not None:
+            RecordBundle.check_slot_nulls = original_nulls  # type: ignore[method-assign]
 
     return undo
 
@@ -202,19 +208,33 @@ def many_round(directory: str, bundles: list[RecordBundle], fs: FileSystem, thre
     }
 
 
+def otap_bundles(signal: str, n: int, seed: int) -> list[RecordBundle]:
+    """n bundles of the stream encoder, 100 generated records each."""
+    import otap_model
+    from adaptive_arrow import Encoder
+
+    encoder = Encoder(signal)
+    return [encoder.encode_records(b) for b in otap_model.generate(signal, 100 * n, batch_size=100, seed=seed)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundles", type=int, default=3000, help="bundles per round (default 3000; 100 of them warm-up)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=8, help="producer threads of the many-producer rows (0: skip them)")
     ap.add_argument("--dir", default=None, help="directory for the stores (default: a temp dir)")
+    ap.add_argument("--otap", choices=("logs", "traces", "metrics"), help="ingest the encoder's bundles of this signal instead")
     args = ap.parse_args()
+
+    def fresh(seed: int) -> list[RecordBundle]:
+        return small_bundles(args.bundles, seed=seed) if args.otap is None else otap_bundles(args.otap, args.bundles, seed)
+
     base = tempfile.mkdtemp(prefix="ingest-cpu-", dir=args.dir)
     warm = min(100, args.bundles // 10)
     try:
         for r in range(args.rounds):
             for label, fs in (("fsync", FileSystem()), ("nosync", NoSyncFS())):
-                bundles = small_bundles(args.bundles, seed=r + 1)  # fresh (cold) bundles per run
+                bundles = fresh(r + 1)  # fresh (cold) bundles per run
                 res = one_round(base, bundles, fs, warm)
                 print(
                     f"round {r + 1} {label:6s}: producer CPU {res['cpu_mean']:6.1f} us/ingest (p50 {res['cpu_p50']:.1f}; "
@@ -225,7 +245,7 @@ def main() -> None:
                 for name, us in res["steps"].items():
                     print(f"    {name:28s} {us:6.1f} us")
             for label, fs in (("fsync", FileSystem()), ("nosync", NoSyncFS())) if args.threads else ():
-                bundles = small_bundles(args.bundles, seed=r + 1)
+                bundles = fresh(r + 1)
                 m = many_round(base, bundles, fs, args.threads)
                 print(
                     f"round {r + 1} {label:6s}, {args.threads} producers: process CPU {m['user'] + m['system']:6.1f} us/bundle "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import blake3
@@ -64,6 +64,82 @@ def _repeated_message(slot: int, where: str, repeated: list[str], names: list[st
     return f"RecordBundle: slot {slot}: {what}; the store finds {kind} by name, so each needs its own: rename the duplicates"
 
 
+# A not-null field's place: the top-level column index, then one step per level below it (a
+# struct child's index, or VALUES for the items of a list or the entries of a map).
+VALUES = -1
+FieldPath = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NotNullFields:
+    """Where a schema declares fields not null: top-level column indices (checked together in
+    one call, about 1 us per batch however many) and the paths of deeper fields."""
+
+    columns: tuple[int, ...]
+    nested: tuple[FieldPath, ...]
+
+
+def not_null_fields(schema: pa.Schema) -> NotNullFields | None:
+    """Every field `schema` declares not null, at any depth (inside structs, lists and maps;
+    dictionaries by their indices; unions are not walked: they have no validity of their own).
+    None when there is none."""
+    found: list[FieldPath] = []
+    for i, f in enumerate(schema):
+        _not_null(f, (i,), found)
+    if not found:
+        return None
+    return NotNullFields(tuple(p[0] for p in found if len(p) == 1), tuple(p for p in found if len(p) > 1))
+
+
+def _not_null(f: pa.Field, path: FieldPath, found: list[FieldPath]) -> None:
+    if not f.nullable:
+        found.append(path)
+    t = f.type
+    if pat.is_struct(t):
+        for j in range(t.num_fields):
+            _not_null(t.field(j), (*path, j), found)
+    elif pat.is_list(t) or pat.is_large_list(t) or pat.is_fixed_size_list(t) or pat.is_map(t):
+        _not_null(t.field(0), (*path, VALUES), found)  # a map's: its entries, struct<key, value>
+
+
+def unmasked_nulls(batch: pa.RecordBatch, path: FieldPath) -> int:
+    """How many values of the field at `path` are null where every level above it holds a value:
+    the nulls Arrow readers that enforce nullability (arrow-rs, for one) refuse. A null under a
+    null struct row or a null list is no value at all, so it does not count."""
+    array = batch.column(path[0])
+    above = 0  # nulls the level above `array` passed down to it
+    for step in path[1:]:
+        if step == VALUES:
+            if pat.is_map(array.type):  # (no flatten kernel for maps) the entries the slice spans
+                start, end = array.offsets[0].as_py(), array.offsets[-1].as_py()
+                array = array.values.slice(start, end - start)
+            else:
+                array = array.flatten()  # the items of the rows that hold a list
+            above = 0
+        else:
+            above = array.null_count
+            array = array.flatten()[step] if above else array.field(step)  # the struct's nulls merged in
+    return array.null_count - above
+
+
+def field_name(schema: pa.Schema, path: FieldPath) -> str:
+    """The dotted name of the field at `path` ("body.type", "spans.item", "attrs.entries.key")."""
+    f = schema.field(path[0])
+    names = [f.name]
+    for step in path[1:]:
+        f = f.type.field(0 if step == VALUES else step)
+        names.append(f.name)
+    return ".".join(names)
+
+
+def _null_message(slot: int, name: str, count: int) -> str:
+    return (
+        f"RecordBundle: slot {slot}: field {name!r} is declared not null but holds {count} null value"
+        f"{'s' if count > 1 else ''}; Arrow readers that enforce nullability (arrow-rs, so every Rust "
+        "consumer) refuse such a batch. Fill the nulls or declare the field nullable; nothing was written"
+    )
+
+
 @dataclass
 class RecordBundle:
     """Slots (ids < 64) mapped to record batches, with a schema fingerprint per slot."""
@@ -122,6 +198,23 @@ class RecordBundle:
     def check_slot_names(self, slot: int) -> None:
         for where, repeated, names in repeated_names(self.slots[slot].schema)[:1]:
             raise BundleError(_repeated_message(slot, where, repeated, names))
+
+    def check_slot_nulls(self, slot: int, fields: NotNullFields) -> None:
+        """BundleError for a null value in a field the slot's schema declares not null
+        (`fields` = not_null_fields of that schema, which the caller caches per schema)."""
+        batch = self.slots[slot]
+        columns = fields.columns
+        if columns and batch.select(columns).drop_null().num_rows != batch.num_rows:  # (no null: its input back)
+            self._refuse_nulls(slot, [(i,) for i in columns])
+        if fields.nested:
+            self._refuse_nulls(slot, fields.nested)
+
+    def _refuse_nulls(self, slot: int, paths: Iterable[FieldPath]) -> None:
+        batch = self.slots[slot]
+        for path in paths:
+            count = unmasked_nulls(batch, path)
+            if count:
+                raise BundleError(_null_message(slot, field_name(batch.schema, path), count))
 
     def fingerprint(self, slot: int) -> bytes:
         try:

@@ -12,7 +12,7 @@ import threading
 
 import pyarrow as pa
 
-from ..bundle import RecordBundle
+from ..bundle import NotNullFields, RecordBundle, not_null_fields
 from ..compaction import compact_batch, compactable_paths
 from ..errors import CorruptionError, QuiverError
 from ..layout import Layout
@@ -49,14 +49,16 @@ class BundleEncoder:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._known: dict[tuple[int, bytes], tuple[pa.Schema, pa.Buffer | None, tuple]] = {}
+        # (slot, fingerprint) -> (schema, its message or None, compactable paths, not-null paths)
+        self._known: dict[tuple[int, bytes], tuple[pa.Schema, pa.Buffer | None, tuple, NotNullFields | None]] = {}
         self._claim = threading.Lock()  # serializes changes to _known (hits only read it)
         self.epoch = 0
 
     def check(self, bundle: RecordBundle) -> tuple[Checked, int | None]:
         """Refuse (QuiverError, nothing logged) a batch whose schema contradicts its fingerprint:
         the schema first seen with the same (slot, fingerprint), metadata aside; and (BundleError)
-        one with a repeated column or field name, checked when its schema is first seen. Returns the
+        one with a repeated column or field name, checked when its schema is first seen, or with a
+        null where its schema says not null (`RecordBundle.check_slot_nulls`). Returns the
         per-slot result for `encode`, with each batch as it will be logged (large dictionaries
         compacted, same values), and the epoch every slot was verified in (None if the cache was
         reset part-way)."""
@@ -70,12 +72,17 @@ class BundleEncoder:
             schema = batch.schema
             known = known_schemas.get(key)
             if known is not None and (known[0] is schema or known[0].equals(schema, check_metadata=True)):
+                if known[3] is not None:
+                    bundle.check_slot_nulls(slot, known[3])
                 out.append((slot, fp, compact_batch(batch, known[2]) if known[2] else batch, known[1]))
                 continue
             bundle.check_slot_names(slot)  # a schema equal to a known one passed it when it became known
             plain = _plain(schema)
             head = schema.serialize() if plain else None  # (releases the GIL)
             paths = () if plain else compactable_paths(schema)
+            not_null = not_null_fields(schema)
+            if not_null is not None:
+                bundle.check_slot_nulls(slot, not_null)
             with self._claim:  # first sight or new metadata: one producer at a time, against the current entry
                 current = known_schemas.get(key)
                 if current is not None and current[0] is not schema and not current[0].equals(schema, check_metadata=False):
@@ -86,7 +93,7 @@ class BundleEncoder:
                 if current is None and len(known_schemas) >= _SCHEMA_CACHE_LIMIT:
                     known_schemas.clear()
                     self.epoch += 1
-                known_schemas[key] = (schema, head, paths)  # metadata may differ from the previous holder's
+                known_schemas[key] = (schema, head, paths, not_null)  # metadata may differ from the previous holder's
             out.append((slot, fp, compact_batch(batch, paths) if paths else batch, head))
         return out, epoch if self.epoch == epoch else None
 
