@@ -18,8 +18,8 @@ Targets (one module each):
   then carry a clean batch;
 - ``otlp``: OTLP protobuf and JSON requests, then encode, decode and compare;
 - ``store_files``: one file of a crashed store (WAL, segment, ack log, checkpoint, sidecar,
-  floor) replaced, then `quiver verify` / `replay` / `dump` and an open, read and drain in the
-  three recovery modes;
+  floor) replaced, then `quiver verify` / `inspect` / `replay` / `dump` and an open, read
+  and drain in the three recovery modes;
 - ``wal_frames``: the same, with the WAL's frames edited (types, sequences, bitmaps, slot
   metadata, payload bytes, synced ranges, frames duplicated, dropped, swapped) and their CRCs
   made right again, so recovery reads the wrong contents instead of stopping at a bad CRC.

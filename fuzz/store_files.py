@@ -77,7 +77,10 @@ def check_with(name: str, content: bytes) -> None:
     with open(os.path.join(path, name), "wb") as f:
         f.write(content)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for command in (["verify", path], ["replay", path], ["replay", path, "--recovery", "skip_corrupt"], ["dump", path]):
+        for command in (
+            ["verify", path], ["inspect", path, "--streams", "--schemas"], ["replay", path],
+            ["replay", path, "--recovery", "skip_corrupt"], ["dump", path],
+        ):
             status = cli.main(command)
             assert status in (0, 1, 2), (command, status)
     for recovery in ("point_in_time", "skip_corrupt", "strict"):

@@ -88,7 +88,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
     console.print(wal)
     seqs = list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []
     segs = Table(title=f"{len(seqs)} segments")
-    for col in ("seq", "bundles", "streams", "rows", "size", "ingestion time min", "ingestion time max", "reason"):
+    for col in ("seq", "bundles", "streams", "rows", "size", "codec", "ingestion time min", "ingestion time max", "reason"):
         segs.add_column(col, justify="right" if col in ("seq", "bundles", "streams", "rows", "size") else "left")
     streams = Table(title="streams")
     for col in ("seq", "stream", "slot", "fingerprint", "rows", "chunks", "bytes", "event time", "columns"):
@@ -101,6 +101,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         try:
             with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
                 info = reader.info
+                codec = ", ".join(sorted({reader.stream_codec(st.stream_id) for st in info.streams}))
                 if args.schemas:
                     for slot in info.representative_schemas:
                         conflict = _stream_conflict(reader, slot)
@@ -108,13 +109,13 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
                             conflicts.setdefault(slot, []).append(conflict)
         except QuiverError as exc:
             if getattr(exc, "errno", None) == errno.ENOENT:  # a live store's retention deleted it after the listing
-                segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", "deleted by retention while listing")
+                segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", "-", "deleted by retention while listing")
                 continue
-            segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", f"[red]{escape(str(exc))}")
+            segs.add_row(str(seq), "-", "-", "-", "-", "-", "-", "-", f"[red]{escape(str(exc))}")
             bad += 1
             continue
         segs.add_row(
-            str(seq), str(info.bundle_count), str(info.stream_count), str(info.rows), _size(info.size_bytes),
+            str(seq), str(info.bundle_count), str(info.stream_count), str(info.rows), _size(info.size_bytes), codec,
             _ts(info.ingestion_time_min_ns), _ts(info.ingestion_time_max_ns), info.metadata.get("quiver.finalize_reason", ""),
         )
         for st in info.streams:

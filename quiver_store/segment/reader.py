@@ -25,6 +25,7 @@ from ..bundle import MAX_SLOTS, RecordBundle
 from ..errors import CorruptionError, QuiverError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
 from . import format as fmt
+from .codec import stream_codec
 from .info import SegmentInfo, StreamInfo
 from .stats import event_time_range
 
@@ -354,6 +355,12 @@ class SegmentReader:
         if not 0 <= stream_id < self.info.stream_count or not 0 <= index < self.info.streams[stream_id].batches:
             raise QuiverError(f"{self.path}: no record batch {index} in stream {stream_id}")
         return self._batch(stream_id, index)
+
+    def stream_codec(self, stream_id: int) -> str:
+        """How the stream's bodies are compressed ("zstd", "lz4" or "none"), read from its first
+        batch message without checking the stream's CRC ("?" if that message does not parse)."""
+        stream = self.info.streams[stream_id]
+        return stream_codec(self._require_open().slice(stream.offset, stream.bytes))
 
     def stream_schema(self, stream_id: int) -> pa.Schema:
         """The schema a stream was written with (its IPC file's; no batch is decoded)."""
