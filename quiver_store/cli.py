@@ -537,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--recovery", choices=("point_in_time", "skip_corrupt", "strict"), default="point_in_time")
     args = parser.parse_args(argv)
-    console = Console(width=max(Console().width, 140))
+    console = Console(width=max(Console().width, 160))  # piped: wide enough that no table wraps a cell
     handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]
     if os.path.isdir(args.path) and _held_open(args.path):
         _stderr().print(OPEN_ELSEWHERE)
