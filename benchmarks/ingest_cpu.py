@@ -23,7 +23,9 @@ commit waits, I/O), the source of most of the system time.
 
 Per-step figures (producer CPU time, per ingest) come from wrappers around the store's own steps;
 each wrapper costs about 0.5 us (two clock reads), included in its step. A step the tree does not
-have is skipped, so the same script measures an older tree run with PYTHONPATH.
+have is skipped, so the same script measures an older tree run with PYTHONPATH, from a
+directory outside the checkout (`python -m` puts the working directory first on `sys.path`, so
+inside it the checkout is measured whatever PYTHONPATH says).
 """
 
 from __future__ import annotations
