@@ -53,7 +53,7 @@ from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
 from .wal import replay
 from .wal.bundle_codec import BundleEncoder, Checked, decode_bundle
-from .wal.format import HEADER_LEN
+from .wal.format import HEADER_LEN, MAX_SEQUENCE
 from .wal.group_commit import GroupCommitter, Pending
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
 from .wal.writer import Position, WalWriter, probe_punch_hole
@@ -129,7 +129,7 @@ def list_segment_seqs(fs: FileSystem, segments_dir: str) -> list[int]:
     out = []
     for name in fs.listdir(segments_dir):
         stem = name[: -len(SEGMENT_SUFFIX)]
-        if name.endswith(SEGMENT_SUFFIX) and stem.isdigit():
+        if name.endswith(SEGMENT_SUFFIX) and stem.isdigit() and int(stem) < seq_floor.FLOOR_MAX:
             out.append(int(stem))
     return sorted(out)
 
@@ -153,7 +153,7 @@ def newest_covered_sequence(fs: FileSystem, segments_dir: str, info_of: Callable
             log.warning("segment %d unreadable while looking for the WAL floor: %s", seq, exc)
             continue
         value = info.metadata.get(META_WAL_LAST)
-        if value is not None and value.lstrip("-").isdigit():
+        if value is not None and value.lstrip("-").isdigit() and int(value) <= MAX_SEQUENCE:
             return int(value)
     return -1
 

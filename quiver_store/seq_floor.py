@@ -21,6 +21,7 @@ VERSION = 1
 BODY = struct.Struct("<8sHHQQ")
 SIZE = BODY.size + 4  # 32
 NAME = "next.seq"
+FLOOR_MAX = 1 << 63  # one past the largest sequence a store numbers (wal.format.MAX_SEQUENCE)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ def read(fs: FileSystem, segments_dir: str) -> tuple[SequenceFloor, str | None]:
     magic, version, _reserved, nxt, wal = BODY.unpack_from(data, 0)
     if magic != MAGIC or version != VERSION:
         return SequenceFloor(), f"{path}: unknown magic/version; using segment file names"
+    if nxt > FLOOR_MAX or wal > FLOOR_MAX:
+        return SequenceFloor(), f"{path}: a floor above 2**63 ({nxt}, {wal}), more than any store numbers; using segment file names"
     return SequenceFloor(nxt, wal), None
 
 

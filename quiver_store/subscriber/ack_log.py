@@ -43,6 +43,7 @@ OUTCOME = 4  # u32 sub_id | u64 seq | u32 bundle_index | u8 outcome | i64 ts_ns
 ORPHANED = 5  # u32 sub_id | i64 ts_ns
 
 _SEGMENT = struct.Struct("<QI")
+SEGMENT_LIMIT = 1 << 63
 _SUBSCRIBE = struct.Struct("<IqqB")
 _UNSUBSCRIBE = struct.Struct("<Iq")
 _OUTCOME = struct.Struct("<IQIBq")
@@ -77,12 +78,22 @@ def _frame(rtype: int, body: bytes) -> bytes:
     return head + body + crc32c.crc32c(head + body).to_bytes(4, "little")
 
 
+def _check_segment(seq: int) -> None:
+    """Segment numbers stay below 2**63 (the checkpoint holds them as int64)."""
+    if seq >= SEGMENT_LIMIT:
+        raise ValueError(f"segment sequence {seq} is above 2**63-1, more than any store numbers")
+
+
 def decode_body(rtype: int, body: bytes) -> Record | None:
     """Decode one record body; None for a type this version does not know (skipped by length)."""
     if rtype == OUTCOME:
-        return (OUTCOME, *_OUTCOME.unpack(body))
+        record = (OUTCOME, *_OUTCOME.unpack(body))
+        _check_segment(record[2])
+        return record
     if rtype == SEGMENT:
-        return (SEGMENT, *_SEGMENT.unpack(body))
+        record = (SEGMENT, *_SEGMENT.unpack(body))
+        _check_segment(record[1])
+        return record
     if rtype == SUBSCRIBE:
         sub_id, mark, ts, n = _SUBSCRIBE.unpack_from(body)
         name = body[_SUBSCRIBE.size : _SUBSCRIBE.size + n]

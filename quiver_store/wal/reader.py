@@ -31,6 +31,7 @@ from .format import (
     FRAME_OVERHEAD,
     LEN,
     MAX_ENTRY_LEN,
+    MAX_SEQUENCE,
     MIN_ENTRY_LEN,
     Entry,
 )
@@ -38,6 +39,7 @@ from .format import (
 KNOWN_ENTRY_TYPES = (ENTRY_RECORD_BUNDLE, ENTRY_DIRECT, ENTRY_SYNCED)
 _WINDOW = 1 << 22
 CRC_MISMATCH = "CRC32C mismatch"
+SEQUENCE_TOO_LARGE = "sequence above 2**63-1 (more than any store numbers) in a frame whose CRC32C matches"
 ZERO_TAIL = "zero-filled tail"  # the reason of the clean end of a pre-extended (or zero-padded) file
 
 
@@ -67,6 +69,8 @@ def frame_at(data: memoryview, pos: int) -> Entry | str:
     if crc32c.crc32c(body) != stored:
         return CRC_MISMATCH
     entry_type, ts, seq, bitmap = ENTRY_HEAD.unpack_from(body, 0)
+    if seq > MAX_SEQUENCE:
+        return SEQUENCE_TOO_LARGE
     return Entry(entry_type, ts, seq, bitmap, body, pos, FRAME_OVERHEAD + length)
 
 
@@ -146,6 +150,10 @@ def scan(data: memoryview, start: int, *, resync: bool) -> Iterator[Entry | Dama
             hint = pos + FRAME_OVERHEAD + length
         nxt = find_next_frame(data, pos, hint)
         if nxt is None:
+            if found == SEQUENCE_TOO_LARGE:  # whole and intact as written: damage, not an interrupted write
+                frame_end = _stored_crc(data, pos)[1]
+                yield Damage("corrupt", pos, max(stop, frame_end) - pos, f"{found}, the final entry", None)
+                return
             if found == CRC_MISMATCH:
                 stored, frame_end = _stored_crc(data, pos)
                 if stored != 0:
