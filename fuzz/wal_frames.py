@@ -18,6 +18,8 @@ import atheris
 import crc32c
 
 from quiver_store.wal import format as wal
+from quiver_store.wal.format import Entry
+from quiver_store.wal.reader import scan
 
 from .harness import Seeds, fuzz
 from .store_files import check_with, template
@@ -36,14 +38,8 @@ def original() -> tuple[bytes, tuple[bytes, ...]]:
     """The template WAL's file header and its frames' bodies (no length, no CRC)."""
     with open(os.path.join(template(), WAL), "rb") as f:
         data = f.read()
-    bodies, pos = [], wal.HEADER_LEN
-    while pos + wal.LEN.size <= len(data):
-        (length,) = wal.LEN.unpack_from(data, pos)
-        if length == 0:  # the pre-extended zero tail
-            break
-        bodies.append(data[pos + wal.LEN.size : pos + wal.LEN.size + length])
-        pos += wal.FRAME_OVERHEAD + length
-    return data[: wal.HEADER_LEN], tuple(bodies)
+    frames = scan(memoryview(data), wal.HEADER_LEN, resync=False)  # ends at the pre-extended zero tail
+    return data[: wal.HEADER_LEN], tuple(bytes(f.body) for f in frames if isinstance(f, Entry))
 
 
 def number(fdp: atheris.FuzzedDataProvider, width: int) -> int:

@@ -72,8 +72,8 @@ FieldPath = tuple[int, ...]
 
 @dataclass(frozen=True)
 class NotNullFields:
-    """Where a schema declares fields not null: top-level column indices (checked together in
-    one call, about 1 us per batch however many) and the paths of deeper fields."""
+    """Where a schema declares fields not null: top-level column indices (checked together, one
+    `select` + `drop_null` per batch however many) and the paths of deeper fields."""
 
     columns: tuple[int, ...]
     nested: tuple[FieldPath, ...]

@@ -129,7 +129,7 @@ def list_segment_seqs(fs: FileSystem, segments_dir: str) -> list[int]:
     out = []
     for name in fs.listdir(segments_dir):
         stem = name[: -len(SEGMENT_SUFFIX)]
-        if name.endswith(SEGMENT_SUFFIX) and stem.isdigit() and int(stem) < seq_floor.FLOOR_MAX:
+        if name.endswith(SEGMENT_SUFFIX) and stem.isdigit() and int(stem) <= MAX_SEQUENCE:
             out.append(int(stem))
     return sorted(out)
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import crc32c
 
 from .fs import FileSystem
+from .wal.format import MAX_SEQUENCE
 
 MAGIC = b"QVNXTSEQ"
 VERSION = 1
 BODY = struct.Struct("<8sHHQQ")
 SIZE = BODY.size + 4  # 32
 NAME = "next.seq"
-FLOOR_MAX = 1 << 63  # one past the largest sequence a store numbers (wal.format.MAX_SEQUENCE)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def read(fs: FileSystem, segments_dir: str) -> tuple[SequenceFloor, str | None]:
     magic, version, _reserved, nxt, wal = BODY.unpack_from(data, 0)
     if magic != MAGIC or version != VERSION:
         return SequenceFloor(), f"{path}: unknown magic/version; using segment file names"
-    if nxt > FLOOR_MAX or wal > FLOOR_MAX:
+    if max(nxt, wal) > MAX_SEQUENCE + 1:  # (a floor is one past the numbers it covers)
         return SequenceFloor(), f"{path}: a floor above 2**63 ({nxt}, {wal}), more than any store numbers; using segment file names"
     return SequenceFloor(nxt, wal), None
 

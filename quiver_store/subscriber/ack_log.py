@@ -22,6 +22,7 @@ from .. import seq_floor
 from ..errors import CorruptionError, QuiverError, StoreClosedError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
 from ..wal import sidecar
+from ..wal.format import MAX_SEQUENCE
 from .state import SegmentCatalog, SubscriberState
 
 LOG_NAME = "ack.log"
@@ -43,7 +44,6 @@ OUTCOME = 4  # u32 sub_id | u64 seq | u32 bundle_index | u8 outcome | i64 ts_ns
 ORPHANED = 5  # u32 sub_id | i64 ts_ns
 
 _SEGMENT = struct.Struct("<QI")
-SEGMENT_LIMIT = 1 << 63
 _SUBSCRIBE = struct.Struct("<IqqB")
 _UNSUBSCRIBE = struct.Struct("<Iq")
 _OUTCOME = struct.Struct("<IQIBq")
@@ -80,7 +80,7 @@ def _frame(rtype: int, body: bytes) -> bytes:
 
 def _check_segment(seq: int) -> None:
     """Segment numbers stay below 2**63 (the checkpoint holds them as int64)."""
-    if seq >= SEGMENT_LIMIT:
+    if seq > MAX_SEQUENCE:
         raise ValueError(f"segment sequence {seq} is above 2**63-1, more than any store numbers")
 
 

@@ -27,9 +27,9 @@ ENTRY_DIRECT = 1  # no slots: this sequence's bundle went straight into a segmen
 ENTRY_SYNCED = 2  # no sequence of its own: "frames of sequences [from, sequence] were fdatasynced"
 SYNCED_FROM = struct.Struct("<Q")  # the synced frame's one field after the entry header
 SYNCED_ENTRY_LEN = ENTRY_HEAD_LEN + SYNCED_FROM.size  # 33
-# The largest sequence a frame may carry. Stores number bundles from 0 and never reach 2**63; a
-# CRC-valid frame above it is damage (its successor, sequence + 1, would not fit the u64 fields
-# that hold it: the next frame, the sequence floor).
+# The largest WAL sequence (and segment number) the store takes from its files. Stores number from
+# 0 and never reach 2**63; a CRC-valid number above it is damage: its successor would not fit the
+# fields that hold it (the next frame, the sequence floor, the ack log checkpoint's i64).
 MAX_SEQUENCE = (1 << 63) - 1
 MIN_ENTRY_LEN = ENTRY_HEAD_LEN
 MAX_ENTRY_LEN = (1 << 31) - 1  # frames larger than this are treated as a corrupt length
