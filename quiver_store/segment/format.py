@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import crc32c as _crc32c
@@ -126,6 +126,28 @@ def encode_trailer(footer: bytes) -> bytes:
     return head + struct.pack("<I", crc(head)) + MAGIC
 
 
+def encode_tail(
+    at: int, directory: bytes, manifest: bytes, metadata: bytes, *, seq: int, bundle_count: int, stream_count: int,
+    ingestion_time_min_ns: int, ingestion_time_max_ns: int, created_at_ns: int, opened_at_ns: int,
+) -> bytes:
+    """Everything after the stream slices, which end at offset `at`: the directory, manifest and
+    metadata sections, each with the padding before it that places it where the reader requires,
+    then the footer that locates and checksums them, and the trailer."""
+    out = bytearray(pad_to(at, ALIGNMENT))
+    offsets = []
+    for section in (directory, manifest, metadata):
+        out += bytes(pad_to(at + len(out), SECTION_ALIGNMENT))
+        offsets.append(at + len(out))
+        out += section
+    out += bytes(pad_to(at + len(out), SECTION_ALIGNMENT))
+    footer = Footer(
+        seq, stream_count, bundle_count, ingestion_time_min_ns, ingestion_time_max_ns, created_at_ns, opened_at_ns,
+        offsets[0], len(directory), offsets[1], len(manifest), offsets[2], len(metadata),
+        crc(directory), crc(manifest), crc(metadata),
+    ).encode()  # fmt: skip
+    return bytes(out) + footer + encode_trailer(footer)
+
+
 def decode_trailer(data: bytes, path: str, offset: int) -> tuple[int, int, int]:
     """Return (footer_length, footer_crc32c, version); checks magic, checksum and version."""
     footer_length, footer_crc, version, reserved, stored, magic = TRAILER.unpack(data)
@@ -196,16 +218,26 @@ def decode_manifest(data: bytes, path: str, offset: int) -> tuple[np.ndarray, np
 def encode_metadata(
     metadata: Mapping[str, str], event_time_columns: Mapping[int, str], schemas: Mapping[int, pa.Schema]
 ) -> bytes:
+    blobs = [(slot, schema.serialize().to_pybytes()) for slot, schema in sorted(schemas.items())]
+    return encode_metadata_section(encode_document(metadata, event_time_columns), blobs)
+
+
+def encode_document(metadata: Mapping[str, str], event_time_columns: Mapping[int, str]) -> bytes:
+    """The section's JSON document."""
     doc = {
         "metadata": dict(sorted(metadata.items())),
         "event_time_columns": {str(k): v for k, v in sorted(event_time_columns.items())},
     }
-    text = json.dumps(doc, separators=(",", ":")).encode()  # ASCII escapes: any str round-trips
-    out = bytearray(struct.pack("<I", len(text)) + text)
+    return json.dumps(doc, separators=(",", ":")).encode()  # ASCII escapes: any str round-trips
+
+
+def encode_metadata_section(document: bytes, schemas: Sequence[tuple[int, bytes]]) -> bytes:
+    """The section from its encoded parts, taken as they are: the JSON document and each (slot,
+    serialized schema) in order (the segment_fields fuzz target passes wrong ones)."""
+    out = bytearray(struct.pack("<I", len(document)) + document)
     out += bytes(pad_to(len(out), SECTION_ALIGNMENT))
     out += struct.pack("<II", len(schemas), 0)
-    for slot, schema in sorted(schemas.items()):
-        blob = schema.serialize().to_pybytes()
+    for slot, blob in schemas:
         out += SCHEMA_ENTRY.pack(slot, 0, len(blob)) + blob
         out += bytes(pad_to(len(out), SECTION_ALIGNMENT))
     return bytes(out)

@@ -153,25 +153,16 @@ def write_segment(
             placements.append(where)
         rep = _representative(segment.streams, schemas)
         streams = [_with_present(s, schemas[s.stream_id], rep[s.slot]) for s in streams]
-        out.align(fmt.ALIGNMENT)
         directory = _directory(streams, rep)
-        directory_offset = out.write(directory)
-        out.align(fmt.SECTION_ALIGNMENT)
         manifest = _manifest(segment, placements)
-        manifest_offset = out.write(manifest)
-        out.align(fmt.SECTION_ALIGNMENT)
         meta_bytes = fmt.encode_metadata(meta, event_cols, rep)
-        meta_offset = out.write(meta_bytes)
-        out.align(fmt.SECTION_ALIGNMENT)
         created = time.time_ns()
-        footer = fmt.Footer(
-            seq, len(streams), segment.bundle_count, segment.min_ingestion_time_ns or 0,
-            segment.max_ingestion_time_ns or 0, created, segment.opened_at_ns,
-            directory_offset, len(directory), manifest_offset, len(manifest), meta_offset, len(meta_bytes),
-            fmt.crc(directory), fmt.crc(manifest), fmt.crc(meta_bytes),
-        ).encode()  # fmt: skip
-        out.write(footer)
-        out.write(fmt.encode_trailer(footer))
+        out.write(fmt.encode_tail(
+            out.offset, directory, manifest, meta_bytes, seq=seq, stream_count=len(streams),
+            bundle_count=segment.bundle_count, ingestion_time_min_ns=segment.min_ingestion_time_ns or 0,
+            ingestion_time_max_ns=segment.max_ingestion_time_ns or 0, created_at_ns=created,
+            opened_at_ns=segment.opened_at_ns,
+        ))  # fmt: skip
         fs.fsync(fd)
     except BaseException:
         with contextlib.suppress(OSError):
