@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import absent, progress_ledger, seq_floor
+from . import absent, progress, progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .engine import (
     LOCK_NAME,
@@ -48,6 +48,7 @@ from .store_dir import check_store_dir, output_inside
 from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
+from .wal.bundle_codec import decode_bundle
 from .wal.format import HEADER_LEN, decode_header
 from .wal.replay import RecoveryPlan, WalCutError, WalGapError
 
@@ -170,6 +171,19 @@ def _print_schema(console: Console, slot: int, group: list[SegmentInfo], conflic
 
 
 # -- verify ----------------------------------------------------------------------------------------
+def _content_damage(plan: RecoveryPlan | None, path: str) -> list[str]:
+    """Entries of WAL file `path` that recovery reads, whose CRC holds but whose content does not
+    decode into a bundle (QuiverStore.open skips them, losing those bundles)."""
+    damage = []
+    for entry, _, entry_path in plan.entries if plan else ():
+        if entry_path == path:
+            try:
+                decode_bundle(entry, None, path)
+            except CorruptionError as exc:
+                damage.append(f"{exc} (QuiverStore.open skips this entry)")
+    return damage
+
+
 def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     wal_dir, seg_dir = check_store_dir(args.path)
     errors: list[str] = []
@@ -187,6 +201,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path and (
                  isinstance(e, WalCutError) or not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs))
                  and not (isinstance(e, WalGapError) and (e.missing_generations or e.after_point))]
+        errs += _content_damage(plan, path)
         reason = _recreated_intact(plan, path) if generation is None else None
         if reason is not None:
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log
@@ -230,6 +245,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         try:
             with SegmentReader.open(path, fs=fs) as reader:
                 reader.verify()
+                progress.segment_offsets(reader)  # what committed_offset reads: valid records only
                 n = reader.info.bundle_count
                 spans[seq] = segment_span(reader.info)
         except CorruptionError as exc:

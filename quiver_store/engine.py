@@ -1235,8 +1235,7 @@ class QuiverStore:
                 return {}  # deleted by retention since the listing
             raise
         with reader:
-            streams = [s.stream_id for s in reader.info.streams if s.slot == progress.PROGRESS_SLOT]
-            return progress.max_offsets([b for stream_id in streams for b in reader.stream_batches(stream_id)])
+            return progress.segment_offsets(reader)
 
     def _ledger_offsets(self) -> dict[str, int]:
         """The ledger file's offsets, read once (callers hold _progress_lock)."""

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .bundle import RecordBundle
-from .errors import BundleError
+from .errors import BundleError, CorruptionError
+from .segment.reader import SegmentReader
 
 PROGRESS_SLOT = 63
 PROGRESS_SCHEMA = pa.schema(
@@ -87,13 +88,17 @@ def check_progress(batch: pa.RecordBatch) -> None:
     checks them."""
     where = f"slot {PROGRESS_SLOT} is reserved for producer progress"
     if not batch.schema.equals(PROGRESS_SCHEMA):
-        raise BundleError(f"{where}: its batch must have the schema {PROGRESS_SCHEMA.to_string(show_schema_metadata=False)!r}, got {batch.schema.to_string(show_schema_metadata=False)!r}")
+        raise BundleError(f"{where}: its batch {_schema_problem(batch)}")
     if batch.num_rows != 1:
         raise BundleError(f"{where}: its batch must hold exactly one row, got {batch.num_rows}")
     producer, offset = record(batch)
     problem = _problem(producer, offset)
     if problem:
         raise BundleError(f"{where}: {_NEEDS}, got {producer!r}, {offset!r}: {problem}")
+
+
+def _schema_problem(batch: pa.RecordBatch) -> str:
+    return f"must have the schema {PROGRESS_SCHEMA.to_string(show_schema_metadata=False)!r}, got {batch.schema.to_string(show_schema_metadata=False)!r}"
 
 
 def record(batch: pa.RecordBatch) -> tuple[str, int]:
@@ -103,7 +108,13 @@ def record(batch: pa.RecordBatch) -> tuple[str, int]:
 
 def max_offsets(batches: list[pa.RecordBatch]) -> dict[str, int]:
     """The largest offset of each producer in progress batches (a segment stream's batches hold
-    many records each)."""
+    many records each).
+
+    BundleError when a batch is not progress records by the rules of with_progress (a segment
+    whose checksums hold can still carry one written by a foreign or buggy writer): an offset
+    read from it could make a writer skip input it never stored."""
+    for batch in batches:
+        _check_records(batch)
     if not batches:
         return {}
     # committed_offset's first call runs this once per segment: numpy's maximum.at over dictionary
@@ -113,6 +124,36 @@ def max_offsets(batches: list[pa.RecordBatch]) -> dict[str, int]:
     largest = np.full(len(producers.dictionary), -1, np.int64)
     np.maximum.at(largest, producers.indices.to_numpy(), table.column("offset").to_numpy())
     return dict(zip(producers.dictionary.to_pylist(), largest.tolist(), strict=True))
+
+
+def segment_offsets(reader: SegmentReader) -> dict[str, int]:
+    """max_offsets of the progress records of one segment; CorruptionError naming the segment
+    when they are not valid progress records."""
+    streams = [s.stream_id for s in reader.info.streams if s.slot == PROGRESS_SLOT]
+    try:
+        return max_offsets([b for stream_id in streams for b in reader.stream_batches(stream_id)])
+    except BundleError as exc:
+        raise CorruptionError(
+            f"{exc}; the committed offsets of its producers are unknown until the segment is restored or removed",
+            reader.path,
+        ) from None
+
+
+def _check_records(batch: pa.RecordBatch) -> None:
+    """BundleError unless `batch` holds only valid progress records (any number of rows)."""
+    if not batch.schema.equals(PROGRESS_SCHEMA):
+        raise BundleError(f"progress records: their batch {_schema_problem(batch)}")
+    try:
+        batch.validate(full=True)  # producers that are not UTF-8, offsets past the data
+    except pa.ArrowInvalid as exc:
+        raise BundleError(f"progress records: not valid Arrow data ({exc})") from None
+    producers, offsets = batch.column(0), batch.column(1)
+    if producers.null_count or offsets.null_count:
+        raise BundleError(f"progress records: {producers.null_count} null producers, {offsets.null_count} null offsets")
+    if len(batch) and pc.min(pc.binary_length(producers)).as_py() == 0:
+        raise BundleError("progress records: one has an empty producer")
+    if len(batch) and pc.min(offsets).as_py() < 0:
+        raise BundleError(f"progress records: one has a negative offset ({pc.min(offsets).as_py()})")
 
 
 def merge(into: dict[str, int], offsets: dict[str, int]) -> None:

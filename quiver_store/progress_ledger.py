@@ -85,7 +85,11 @@ def decode(data: bytes, path: str) -> dict[str, int]:
             producer = body[at + _LENGTH.size : end - _OFFSET.size].decode("utf-8")
         except UnicodeDecodeError:
             raise damaged(f"entry {len(offsets)} has a producer name that is not UTF-8", at) from None
-        (offsets[producer],) = _OFFSET.unpack_from(body, end - _OFFSET.size)
+        (offset,) = _OFFSET.unpack_from(body, end - _OFFSET.size)
+        if offset < 0 or producer in offsets or not producer:  # none of which `encode` writes
+            why = "a negative offset" if offset < 0 else "an empty producer" if not producer else f"producer {producer!r} a second time"
+            raise damaged(f"entry {len(offsets)} holds {why}", at)
+        offsets[producer] = offset
         at = end
     if at != len(body):
         raise damaged(f"holds {len(body) - at} bytes after its {count} entries", at)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import crc32c
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -36,6 +38,7 @@ from quiver_store import (
     progress_ledger,
     with_progress,
 )
+from quiver_store.cli import main as quiver_main
 from quiver_store.progress import PROGRESS_SCHEMA
 
 QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
@@ -156,6 +159,66 @@ def test_a_slot_63_batch_holding_nulls_is_refused_like_with_progress(tmp_path: P
     assert stored_items(tmp_path) == []
 
 
+# Slot 63 batches a foreign or buggy writer could store (their CRCs hold), and what the rules say
+# of each in a WAL entry and in a segment stream (None: a segment stream may hold no rows).
+NOT_PROGRESS = [
+    (pa.record_batch({"x": pa.array([1, 2], pa.int32())}), "its batch must have the schema", "their batch must have the schema"),
+    (pa.record_batch([pa.array(["p"]), pa.array([-5], pa.int64())], schema=PROGRESS_SCHEMA), "the offset is negative", "a negative offset (-5)"),
+    (pa.record_batch([pa.array([""]), pa.array([5], pa.int64())], schema=PROGRESS_SCHEMA), "the producer is empty", "an empty producer"),
+    (pa.record_batch([pa.array([None, "p"], pa.string()), pa.array([5, 6], pa.int64())], schema=PROGRESS_SCHEMA), "exactly one row, got 2", "1 null producers, 0 null offsets"),
+    (pa.record_batch([pa.array([], pa.string()), pa.array([], pa.int64())], schema=PROGRESS_SCHEMA), "exactly one row, got 0", None),
+]
+
+
+def store_unchecked(store: QuiverStore, bundle: RecordBundle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingest `bundle` past the progress rules, as a foreign or buggy writer's store would hold it."""
+    with monkeypatch.context() as m:
+        m.setattr(progress, "check_progress", lambda batch: None)
+        m.setattr(QuiverStore, "_note_progress", lambda self, bundle: None)
+        m.setattr(RecordBundle, "check_slot_nulls", lambda self, slot, fields: None)
+        store.ingest(bundle)
+
+
+@pytest.mark.parametrize(("batch", "problem", "_"), NOT_PROGRESS)
+def test_a_logged_entry_with_an_invalid_progress_record_is_damage_recovery_skips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], batch: pa.RecordBatch, problem: str, _: str) -> None:
+    """Before, quiver verify passed the WAL, and replaying such an entry either failed
+    QuiverStore.open with IndexError (a zero-row batch) or stored the bundle and counted whatever
+    its first row held as an offset."""
+    store = QuiverStore.open(tmp_path, QUIET)
+    store.ingest(with_progress(item(0), "p", 1))
+    store_unchecked(store, RecordBundle({0: item(1).slots[0], PROGRESS_SLOT: batch}), monkeypatch)
+    store.ingest(with_progress(item(2), "p", 3))
+    store._abandon()  # crash: all three only in the WAL
+    capsys.readouterr()
+    assert quiver_main(["verify", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"entry seq 1: slot {PROGRESS_SLOT} is reserved for producer progress:" in out and problem in out
+    assert "(QuiverStore.open skips this entry)" in out
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        assert store.stats()["replayed_entries"] == 2
+        assert store.committed_offset("p") == 3
+    assert stored_items(tmp_path) == [0, 2]
+
+
+@pytest.mark.parametrize(("batch", "_", "problem"), [case for case in NOT_PROGRESS if case[2]])
+def test_a_segment_with_invalid_progress_records_stops_committed_offset_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], batch: pa.RecordBatch, _: str, problem: str) -> None:
+    """Before, committed_offset leaked pyarrow's ArrowInvalid (another schema) or ignored the bad
+    record, and quiver verify passed the segment."""
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        store.ingest(with_progress(item(0), "p", 1))
+        store_unchecked(store, RecordBundle({0: item(1).slots[0], PROGRESS_SLOT: batch}), monkeypatch)
+    segment = tmp_path / "segments" / "0000000000000000.qseg"
+    with QuiverStore.open(tmp_path, QUIET) as store:
+        with pytest.raises(CorruptionError) as caught:
+            store.committed_offset("p")
+        assert str(caught.value).startswith(f"{segment}: progress records")
+        assert problem in str(caught.value) and "unknown until the segment is restored or removed" in str(caught.value)
+    capsys.readouterr()
+    assert quiver_main(["verify", str(tmp_path)]) == 1
+    assert problem in " ".join(capsys.readouterr().out.split())
+    assert stored_items(tmp_path) == [0, 1]
+
+
 def test_slot_63_is_reserved_in_every_layout(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="slot 63 is reserved for producer progress"):
         Layout(name="mine", slots={1: "a", 63: "b"})
@@ -224,6 +287,23 @@ def test_a_damaged_ledger_stops_committed_offset_and_deletion_but_loses_nothing(
 @settings(max_examples=200, deadline=None)
 def test_ledger_bytes_round_trip(offsets: dict[str, int]) -> None:
     assert progress_ledger.decode(progress_ledger.encode(offsets), "ledger") == offsets
+
+
+@pytest.mark.parametrize(("entries", "why"), [
+    ([("p", -1)], "entry 0 holds a negative offset"),
+    ([("", 4)], "entry 0 holds an empty producer"),
+    ([("p", 4), ("p", 9)], "entry 1 holds producer 'p' a second time"),
+])
+def test_a_ledger_with_values_its_writer_never_writes_is_damaged(entries: list[tuple[str, int]], why: str) -> None:
+    """CRC-valid, so only a foreign or buggy writer could have made them; before, a negative offset
+    read as "nothing stored" and a second entry replaced the first."""
+    body = struct.pack("<8sHHI", progress_ledger.MAGIC, progress_ledger.VERSION, 0, len(entries))
+    for producer, offset in entries:
+        name = producer.encode()
+        body += struct.pack("<I", len(name)) + name + struct.pack("<q", offset)
+    data = body + struct.pack("<I", crc32c.crc32c(body))
+    with pytest.raises(CorruptionError, match=rf"^ledger at offset \d+: progress ledger {re.escape(why)}: "):
+        progress_ledger.decode(data, "ledger")
 
 
 @given(st.lists(st.lists(st.tuples(st.sampled_from(["a", "b", "job/p-1", "é"]), st.integers(0, 2**63 - 1)), max_size=12), max_size=4))

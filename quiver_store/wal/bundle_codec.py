@@ -14,8 +14,9 @@ import pyarrow as pa
 
 from ..bundle import NotNullFields, RecordBundle, not_null_fields
 from ..compaction import compact_batch, compactable_paths
-from ..errors import CorruptionError, QuiverError
+from ..errors import BundleError, CorruptionError, QuiverError
 from ..layout import Layout
+from ..progress import PROGRESS_SLOT, check_progress
 from .format import SLOT_META, SLOT_META_LEN, Entry
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -194,4 +195,9 @@ def decode_bundle(entry: Entry, layout: Layout | None, path: str) -> RecordBundl
             )
         slots[rec.slot] = batch
         fingerprints[rec.slot] = rec.fingerprint
+    if PROGRESS_SLOT in slots:  # its offset would make a writer skip input: ingest's rules hold
+        try:
+            check_progress(slots[PROGRESS_SLOT])
+        except BundleError as exc:
+            raise CorruptionError(f"entry seq {entry.sequence}: {exc}", path, entry.offset) from None
     return RecordBundle(slots, fingerprints, entry.ingestion_ts_nanos)
