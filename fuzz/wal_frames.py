@@ -3,7 +3,8 @@
 `store_files` replaces a whole file, so nearly every WAL it makes fails the first frame's CRC and
 recovery never reads a frame's contents. Here the input is a recipe of edits to the frames of the
 crashed template store's WAL (entry types, timestamps, sequences, slot bitmaps, slot metadata,
-payload bytes, cuts, synced frames with any range, frames duplicated, dropped or swapped); every
+payload bytes, cuts, synced frames with any range, frames duplicated, dropped or swapped, a slot
+moved to the progress slot 63); every
 frame is then given its correct length and CRC, and the store goes through the same tools and
 opens as in `store_files`. The ad-hoc loop this target replaces found three bugs in 159 runs
 (docs/reliability.md)."""
@@ -26,7 +27,7 @@ from .store_files import check_with, template
 
 WAL = "wal/quiver.wal"
 EDITS = 10  # at most, per input
-KINDS = 12
+KINDS = 13
 SLOTS_AT = wal.ENTRY_HEAD_LEN
 # Offsets of the fields of a record bundle frame's first slot record, and their widths.
 SLOT_FIELDS = ((SLOTS_AT, 2), (SLOTS_AT + 2, 32), (SLOTS_AT + 34, 4), (SLOTS_AT + 38, 4))
@@ -90,9 +91,27 @@ def edit(fdp: atheris.FuzzedDataProvider, frames: list[bytearray]) -> None:
         frames.insert(fdp.ConsumeIntInRange(0, len(frames)), bytearray(body))  # a duplicate anywhere
     elif kind == 10:
         del frames[k]
-    else:
+    elif kind == 11:
         j = fdp.ConsumeIntInRange(0, len(frames) - 1)
         frames[k], frames[j] = frames[j], frames[k]
+    else:
+        to_progress_slot(body)
+
+
+def to_progress_slot(body: bytearray) -> None:
+    """The frame's last slot record moved to slot 63 (its bitmap bit and payload type id), its batch
+    unchanged: the store then reads another slot's batch as a producer progress record."""
+    if len(body) < SLOTS_AT:
+        return
+    bitmap = wal.ENTRY_HEAD.unpack_from(body)[3]
+    pos, last = SLOTS_AT, None
+    for _ in range(bitmap.bit_count()):
+        if pos + wal.SLOT_META_LEN > len(body):
+            break
+        last, pos = pos, pos + wal.SLOT_META_LEN + wal.SLOT_META.unpack_from(body, pos)[3]
+    if last is not None:
+        put(body, 17, 8, bitmap & ~(1 << (bitmap.bit_length() - 1)) | 1 << 63)
+        put(body, last, 2, 63)
 
 
 def one(data: bytes) -> None:
