@@ -2,9 +2,11 @@
 
 open() validates only metadata (header, trailer, footer, directory, manifest, metadata section:
 checksums, bounds and cross-references), so opening costs the same for any stream size. Stream
-bytes are checked (CRC32C) the first time a stream is hydrated, so a corrupted payload is never
-returned; verify() checks every byte of the file. Batches returned are slices of record batches
-read by ``pa.ipc.open_file`` straight from the mapping: no copy for uncompressed data.
+bytes are checked (CRC32C) the first time a stream is hydrated and each record batch is validated
+in full the first time it is read, so a corrupted payload is never returned, even one whose CRC
+was computed over the damage; verify() checks every byte of the file. Batches returned are slices
+of record batches read by ``pa.ipc.open_file`` straight from the mapping: no copy for
+uncompressed data.
 
 Dictionary columns come back with the stream's unified dictionary and the stored index type,
 which is the ingested one unless unification had to widen it; the values equal the ingested ones.
@@ -311,6 +313,15 @@ class SegmentReader:
                     raise CorruptionError(
                         f"stream {sid}: record batch {index} does not decode: {e}", self.path, self.info.streams[sid].offset
                     ) from None
+                if self._verify_streams:
+                    # A CRC written over bad bytes passes: offsets or dictionary indices past their
+                    # buffers would make readers of the batch read outside them (or crash).
+                    try:
+                        batch.validate(full=True)
+                    except pa.ArrowException as e:
+                        raise CorruptionError(
+                            f"stream {sid}: record batch {index} is invalid: {e}", self.path, self.info.streams[sid].offset
+                        ) from None
                 self._batches[key] = batch
         return batch
 
@@ -403,13 +414,8 @@ class SegmentReader:
         try:
             for stream in self.info.streams:
                 batches = self.stream_batches(stream.stream_id)
-                if sum(b.num_rows for b in batches) != stream.rows:
+                if sum(b.num_rows for b in batches) != stream.rows:  # each batch was validated as it was read
                     raise CorruptionError(f"stream {stream.stream_id} row count differs from the directory", self.path, stream.offset)
-                for b in batches:  # the CRC passed: structural validation suffices
-                    try:
-                        b.validate()
-                    except pa.ArrowException as e:
-                        raise CorruptionError(f"stream {stream.stream_id}: invalid data: {e}", self.path, stream.offset) from None
                 self._check_statistics(stream, batches)
             for i in range(self.info.bundle_count):
                 self.bundle(i)

@@ -1,0 +1,77 @@
+"""Segment files whose checksums are right but whose contents cannot be: damage, never a crash.
+
+Found by the `segment_fields` fuzz target (fuzz/segment_fields.py), which edits the fields of a
+segment and rebuilds it with the writer's encoders. Each test builds the exact file with the
+format's encoders (`segment` below), so every CRC holds and only the named content is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from quiver_store import CorruptionError, cli
+from quiver_store.segment import SegmentReader
+from quiver_store.segment import format as fmt
+
+Stream = tuple[int, list[pa.RecordBatch]]  # slot, record batches
+Ref = tuple[int, int, int, int]  # stream id, record batch, row offset, row count
+
+
+def ipc_file(batches: list[pa.RecordBatch]) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, batches[0].schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def segment(streams: list[Stream], bundles: list[list[Ref]], *, slices: list[bytes] | None = None) -> bytes:
+    """Segment 0 holding `streams` and one bundle per item of `bundles` (ingestion times 1, 2, ...),
+    every checksum right. `slices` replaces the streams' IPC files (the directory still describes
+    the streams' own)."""
+    files = [ipc_file(batches) for _, batches in streams]
+    refs = np.array([r for b in bundles for r in b], fmt.MANIFEST_REF)
+    body = bytearray(fmt.encode_header(0))
+    entries = np.zeros(len(streams), fmt.DIRECTORY_ENTRY)
+    for i, ((slot, batches), data) in enumerate(zip(streams, slices or files)):
+        body += bytes(fmt.pad_to(len(body), fmt.ALIGNMENT))
+        mine = refs["stream_id"] == i
+        entries[i] = (i, slot, 0, bytes(32), len(body), len(data), int(refs["row_count"][mine].sum()), int(mine.sum()),
+                      len(batches), fmt.crc(data), i, 0, 0)  # fmt: skip
+        body += data
+    bitmaps = bytes([(1 << len(batches[0].schema)) - 1 for _, batches in streams])  # every column present (< 8)
+    rows = np.array([(t + 1, sum(1 << streams[r[0]][0] for r in b)) for t, b in enumerate(bundles)], fmt.MANIFEST_BUNDLE)
+    schemas = {slot: batches[0].schema for slot, batches in streams}
+    return bytes(body) + fmt.encode_tail(
+        len(body), fmt.encode_directory(entries, bitmaps), fmt.encode_manifest(rows, refs), fmt.encode_metadata({}, {}, schemas),
+        seq=0, stream_count=len(streams), bundle_count=len(bundles), ingestion_time_min_ns=1,
+        ingestion_time_max_ns=len(bundles), created_at_ns=0, opened_at_ns=0,
+    )  # fmt: skip
+
+
+def store_with(root: Path, data: bytes) -> str:
+    """A store directory holding only segment 0 with `data`; returns the segment's path."""
+    (root / "segments").mkdir()
+    path = root / "segments" / "0000000000000000.qseg"
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_a_batch_whose_offsets_go_backwards_is_damage_not_returned(tmp_path: Path) -> None:
+    """The CRC is computed over the bad bytes, so only validating the batch finds them. Before,
+    bundle() returned the batch and `quiver dump` raised SystemError ("Negative size passed to
+    PyUnicode_New") reading its strings (the fuzz target's first finding, in a seed input)."""
+    offsets = pa.py_buffer(np.array([0, 5, 2, 5], np.int32).tobytes())  # row 1 ends before it starts
+    strings = pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"hello"))
+    path = store_with(tmp_path, segment([(0, [pa.record_batch({"s": strings})])], [[(0, 0, 0, 3)]]))
+    with SegmentReader.open(path) as reader:  # metadata only: it is right
+        with pytest.raises(CorruptionError, match="stream 0: record batch 0 is invalid: .*offset") as caught:
+            reader.bundle(0)
+        assert (caught.value.path, caught.value.offset) == (path, fmt.HEADER_SIZE)
+        with pytest.raises(CorruptionError, match="stream 0: record batch 0 is invalid"):
+            reader.verify()
+    assert cli.main(["verify", str(tmp_path)]) == 1
+    assert cli.main(["dump", str(tmp_path)]) == 1
