@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 
 from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig, WalConfig, cli
 
@@ -68,14 +69,15 @@ def one(data: bytes) -> None:
     check_with(FILES[data[0] % len(FILES)], data[1:])
 
 
-def check_with(name: str, content: bytes) -> None:
-    """The template with file `name` replaced by `content`: every tool and every open of it
-    either works or raises QuiverError."""
+def check_with(name: str, content: bytes, others: Mapping[str, bytes] | None = None) -> None:
+    """The template with file `name` replaced by `content` (and each of `others` written too):
+    every tool and every open of it either works or raises QuiverError."""
     path = os.path.join(WORK, "store")
     shutil.rmtree(path, ignore_errors=True)
     shutil.copytree(template(), path)
-    with open(os.path.join(path, name), "wb") as f:
-        f.write(content)
+    for file, data in {name: content, **(others or {})}.items():
+        with open(os.path.join(path, file), "wb") as f:
+            f.write(data)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for command in (
             ["verify", path], ["inspect", path, "--streams", "--schemas"], ["replay", path],
