@@ -35,6 +35,11 @@ _HEADER = struct.Struct("<8sHHQ")  # magic, version, reserved, generation; then 
 HEADER_SIZE = _HEADER.size + 4  # 24
 _FRAME_HEAD = struct.Struct("<IB")  # length of type+body, type
 MAX_BODY = 1024
+# Bundles of one segment: more is damage. Each bundle of an open segment holds a WAL entry of at
+# least ~370 bytes, so the default WAL cap (1 GiB) seals a segment before 2.9 million; reconciling
+# a segment that is gone writes one `dropped` record per unresolved bundle (4 Mi of them take
+# seconds and ~1 GB), so a larger count read from a damaged record would exhaust memory and time.
+MAX_SEGMENT_BUNDLES = 1 << 22
 
 # record types
 SEGMENT = 1  # u64 seq | u32 bundle_count
@@ -84,15 +89,23 @@ def _check_segment(seq: int) -> None:
         raise ValueError(f"segment sequence {seq} is above 2**63-1, more than any store numbers")
 
 
+def _check_bundles(count: int, what: str = "bundle count") -> None:
+    """Bundle counts and indexes stay within MAX_SEGMENT_BUNDLES (see there)."""
+    if count > MAX_SEGMENT_BUNDLES:
+        raise ValueError(f"{what} {count} is above {MAX_SEGMENT_BUNDLES}, more bundles than a segment holds")
+
+
 def decode_body(rtype: int, body: bytes) -> Record | None:
     """Decode one record body; None for a type this version does not know (skipped by length)."""
     if rtype == OUTCOME:
         record = (OUTCOME, *_OUTCOME.unpack(body))
         _check_segment(record[2])
+        _check_bundles(record[3] + 1, "bundle index + 1")
         return record
     if rtype == SEGMENT:
         record = (SEGMENT, *_SEGMENT.unpack(body))
         _check_segment(record[1])
+        _check_bundles(record[2])
         return record
     if rtype == SUBSCRIBE:
         sub_id, mark, ts, n = _SUBSCRIBE.unpack_from(body)
@@ -714,6 +727,7 @@ def encode_checkpoint(
 def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
     """Inverse of `encode_checkpoint`; the frame was verified by `checkpoint_position`."""
     checkpoint_position(payload, path)
+    pos = 0
     try:
         _, _, _, gen, off, created, max_seen, next_id = _CP_HEAD.unpack_from(payload, 0)
         pos = _CP_HEAD.size
@@ -722,6 +736,7 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
         pos += 4
         for _ in range(n):
             seq, count = struct.unpack_from("<QI", payload, pos)
+            _check_bundles(count)
             pos += 12
             catalog.add(seq, count)
         catalog.max_seen = max(catalog.max_seen, max_seen)
@@ -742,6 +757,7 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
             for _ in range(np_):
                 seq, k = struct.unpack_from("<QI", payload, pos)
                 partial[seq] = set(struct.unpack_from(f"<{k}I", payload, pos + 12))
+                _check_bundles(max(partial[seq], default=-1) + 1, "bundle index + 1")
                 pos += 12 + 4 * k
             subs.append(
                 SubscriberState(
@@ -755,8 +771,8 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
                     partial=partial,
                 )
             )
-    except (struct.error, UnicodeDecodeError, QuiverError) as exc:
-        raise CorruptionError(f"ack checkpoint body is malformed: {exc}", path=path) from exc
+    except (struct.error, UnicodeDecodeError, ValueError, QuiverError) as exc:
+        raise CorruptionError(f"ack checkpoint body is malformed: {exc}", path=path, offset=pos) from exc
     if pos != len(payload) - 4:
         raise CorruptionError(
             f"ack checkpoint has {len(payload) - 4 - pos} unexpected trailing bytes", path=path, offset=pos

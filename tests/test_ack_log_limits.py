@@ -1,0 +1,89 @@
+"""Ack log and checkpoint values the store never writes are damage, not a crash or wrong progress.
+
+Found by the `ack_frames` fuzz target and by reading the readers after it: CRC-valid records and
+checkpoints whose numbers are impossible were taken as they were, and either exhausted memory
+(a segment registered with 2**32-1 bundles, dropped bundle by bundle when it is gone), handed out
+bundles that do not exist (a segment on disk registered with more bundles than it holds), or were
+accepted and failed later with struct.error when the store wrote them back (a subscriber id of
+2**32-1, a segment number, generation or drop count past 2**63-1), or truncated the active log
+(a checkpoint replay offset inside the log's header)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from quiver_store.errors import CorruptionError, QuiverError
+from quiver_store.fs import DEFAULT_FS
+from quiver_store.subscriber import ack_log as log
+from quiver_store.subscriber.state import Outcome, SegmentCatalog, SubscriberState
+
+from .test_ack_log import open_registry, write_records
+
+SUBSCRIBE = log.encode_subscribe(0, -1, 1, "a")
+
+
+def checkpoint(next_sub_id: int = 1) -> bytes:
+    """Segments 5 (3 bundles) and 6 (2); subscriber "a" (id 0) resolved 6 and bundle 1 of 5."""
+    catalog = SegmentCatalog()
+    catalog.add(5, 3)
+    catalog.add(6, 2)
+    sub = SubscriberState("a", 0, -1, dropped_total=7, done={6}, partial={5: {1}})
+    return log.encode_checkpoint(1, log.HEADER_SIZE, 1, catalog, [sub], next_sub_id)
+
+
+# byte offsets in checkpoint(): header fields, the two segments, then subscriber "a"
+SUB_AT = log._CP_HEAD.size + 4 + 2 * 12 + 4
+DONE_AT = SUB_AT + log._CP_SUB.size + 1 + 4
+PARTIAL_AT = DONE_AT + 8 + 4
+
+
+def patched(payload: bytes, offset: int, fmt: str, value: int) -> bytes:
+    """`payload` with one field changed and its CRC made right again."""
+    body = bytearray(payload[:-4])
+    struct.pack_into(fmt, body, offset, value)
+    return bytes(body) + crc32c.crc32c(bytes(body)).to_bytes(4, "little")
+
+
+def write_checkpoint(directory: Path, payload: bytes) -> None:
+    directory.mkdir(exist_ok=True)
+    log.write_atomically(DEFAULT_FS, str(directory), log.CHECKPOINT_NAME, payload)
+
+
+# -- bundle counts and indexes (the fuzz target's finding: MemoryError) ---------------------------
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        (log.encode_segment(5, 2**32 - 1), "bundle count 4294967295 is above 4194304"),
+        (log.encode_outcome(0, 5, 2**32 - 1, Outcome.ACK, 1), "bundle index \\+ 1 4294967296 is above 4194304"),
+    ],
+    ids=["segment", "outcome"],
+)
+def test_a_bundle_count_or_index_no_segment_holds_is_a_malformed_record(tmp_path, record, message):
+    path = write_records(tmp_path, [SUBSCRIBE, record])
+    assert list(log.iter_records(Path(path).read_bytes())) == [(log.SUBSCRIBE, 0, -1, 1, "a")]
+    with pytest.raises(CorruptionError, match=message) as err:
+        log.AckLog.open(str(tmp_path), recovery="strict")
+    assert (err.value.path, err.value.offset) == (path, log.HEADER_SIZE + len(SUBSCRIBE))
+
+
+def test_a_gone_segment_registered_with_2_32_bundles_is_not_dropped_bundle_by_bundle(tmp_path):
+    """Before, reconciling the gone segment listed and logged 2**32-1 dropped bundles (MemoryError)."""
+    path = write_records(tmp_path, [SUBSCRIBE, log.encode_segment(5, 2**32 - 1)])
+    assert len(list(log.iter_records(Path(path).read_bytes()))) == 1  # (fails fast without the fix)
+    reg = open_registry(tmp_path)
+    assert 5 not in reg.catalog and reg.describe()[0]["dropped_bundles"] == 0
+    ((err, _, source),) = reg.recovery_reports
+    assert source == "ack log" and "bundle count 4294967295" in str(err)
+    reg.close()
+
+
+def test_a_checkpoint_segment_of_2_32_bundles_is_malformed(tmp_path):
+    payload = patched(checkpoint(), log._CP_HEAD.size + 4 + 8, "<I", 2**32 - 1)
+    with pytest.raises(CorruptionError, match="bundle count 4294967295 is above 4194304"):
+        log.decode_checkpoint(payload, "cp")
