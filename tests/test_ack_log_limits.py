@@ -87,3 +87,32 @@ def test_a_checkpoint_segment_of_2_32_bundles_is_malformed(tmp_path):
     payload = patched(checkpoint(), log._CP_HEAD.size + 4 + 8, "<I", 2**32 - 1)
     with pytest.raises(CorruptionError, match="bundle count 4294967295 is above 4194304"):
         log.decode_checkpoint(payload, "cp")
+
+
+# -- a segment on disk registered with another bundle count (the fuzz target: a hang) ---------------
+
+
+def test_a_segment_registered_with_more_bundles_than_it_holds_delivers_only_its_own(tmp_path):
+    write_records(tmp_path, [log.encode_segment(5, 3_000_000), SUBSCRIBE, log.encode_outcome(0, 5, 2_999_999, Outcome.ACK, 1)])
+    reg = open_registry(tmp_path, segments=[(5, 3)])
+    assert reg.catalog.count(5) == 3
+    ((err, _, source),) = reg.recovery_reports
+    assert source == "ack log" and "segment 5 holds 3 bundles, but the ack log registered it with 3000000" in str(err)
+    sub = reg._by_name("a")
+    assert sub is not None and sub.partial == {5: set()}
+    assert [sub.next_delivery(0.0, reg.catalog) for _ in range(4)] == [(5, 0), (5, 1), (5, 2), None]
+    reg.close()
+
+
+def test_a_segment_registered_with_fewer_bundles_than_it_holds_delivers_the_rest(tmp_path):
+    """The mark had passed the segment (its one logged bundle acked): it steps back below it."""
+    write_records(
+        tmp_path,
+        [log.encode_segment(5, 1), log.encode_segment(6, 1), SUBSCRIBE]
+        + [log.encode_outcome(0, seq, 0, Outcome.ACK, 1) for seq in (5, 6)],
+    )
+    reg = open_registry(tmp_path, segments=[(5, 3), (6, 1)])
+    sub = reg._by_name("a")
+    assert sub is not None and (sub.mark, sub.done, sub.partial) == (4, {6}, {5: {0}})
+    assert [sub.next_delivery(0.0, reg.catalog) for _ in range(3)] == [(5, 1), (5, 2), None]
+    reg.close()

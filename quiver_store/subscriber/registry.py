@@ -241,6 +241,8 @@ class SubscriberRegistry:
                 ref = disk[seq]
                 self._paths[seq] = ref.path
                 if seq in self.catalog:
+                    if self.catalog.count(seq) != ref.bundle_count:
+                        self._recount_locked(ref)
                     continue
                 if seq <= self.catalog.max_seen:
                     stale.append(seq)
@@ -253,6 +255,24 @@ class SubscriberRegistry:
                 )  # restored subscribers get a full orphan_timeout
         self._log.commit()
         return stale
+
+    def _recount_locked(self, ref: SegmentRef) -> None:
+        """The ack log registered a segment on disk with another bundle count than the segment has:
+        damage (the segment's own count is the truth). Left as it was, subscribers would be handed
+        bundles that do not exist, or never the ones past the logged count."""
+        logged = self.catalog.count(ref.seq) or 0
+        self.catalog.remove(ref.seq)
+        self.catalog.add(ref.seq, ref.bundle_count)
+        for sub in self._by_id.values():
+            sub.recount(ref.seq, logged, self.catalog)
+        self.recovery_reports.append((
+            CorruptionError(
+                f"segment {ref.seq} holds {ref.bundle_count} bundles, but the ack log registered it with {logged}",
+                path=os.path.join(self.directory, log.LOG_NAME),
+            ),
+            "the segment's own count is used: its bundles past the logged count are delivered, those past its own are not",
+            "ack log",
+        ))
 
     # -- subscribers ------------------------------------------------------------------------
     def subscribe(self, name: str, start: Start = "earliest") -> Subscription:

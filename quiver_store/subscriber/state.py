@@ -165,6 +165,19 @@ class SubscriberState:
                 self.done.add(seq)
         self.advance(catalog)
 
+    def recount(self, seq: int, logged: int, catalog: SegmentCatalog) -> None:
+        """`seq` was resolved against `logged` bundles, but `catalog` now counts it otherwise: keep
+        what was resolved below both counts, as gaps, so the other bundles are delivered. A mark
+        at or past `seq` steps back below it, the known segments it passed becoming done ones."""
+        count = catalog.count(seq) or 0
+        if self.segment_resolved(seq):
+            self.done.update(s for s in catalog.after(seq) if s <= self.mark)
+            self.mark = min(self.mark, seq - 1)
+            self.done.discard(seq)
+            self.partial[seq] = set(range(min(logged, count)))
+        elif seq in self.partial:
+            self.partial[seq] = {i for i in self.partial[seq] if i < count}
+
     def unresolved(self, seq: int, catalog: SegmentCatalog) -> list[int]:
         """Bundle indexes of `seq` this subscriber still has to resolve."""
         if self.segment_resolved(seq):
