@@ -116,3 +116,62 @@ def test_a_segment_registered_with_fewer_bundles_than_it_holds_delivers_the_rest
     assert sub is not None and (sub.mark, sub.done, sub.partial) == (4, {6}, {5: {0}})
     assert [sub.next_delivery(0.0, reg.catalog) for _ in range(3)] == [(5, 1), (5, 2), None]
     reg.close()
+
+
+# -- numbers the store would fail to write back (struct.error at close) ---------------------------
+
+
+def test_a_subscriber_id_of_2_32_minus_1_is_a_malformed_record(tmp_path):
+    """Before, replay set the next id to 2**32, which the checkpoint at close could not hold."""
+    write_records(tmp_path, [log.encode_subscribe(2**32 - 1, -1, 1, "z")])
+    with pytest.raises(CorruptionError, match="subscriber id 4294967295 is above 4294967294"):
+        log.AckLog.open(str(tmp_path), recovery="strict")
+    reg = open_registry(tmp_path)
+    assert reg.names() == [] and len(reg.recovery_reports) == 1
+    reg.subscribe("a")
+    reg.close()  # writes a checkpoint
+
+
+def test_a_mark_below_minus_1_is_a_malformed_record(tmp_path):
+    write_records(tmp_path, [log.encode_subscribe(0, -2, 1, "a")])
+    with pytest.raises(CorruptionError, match="subscriber mark -2 is below -1"):
+        log.AckLog.open(str(tmp_path), recovery="strict")
+
+
+@pytest.mark.parametrize(
+    "offset, fmt, value, message",
+    [
+        (12, "<Q", 2**64 - 1, "replay generation 18446744073709551615 is above 2\\*\\*63-1"),
+        (36, "<Q", 2**63, "highest segment seen -9223372036854775808 is not -1 or a segment number"),
+        (log._CP_HEAD.size + 4, "<Q", 2**64 - 1, "segment sequence 18446744073709551615 is above 2\\*\\*63-1"),
+        (44, "<I", 0, "subscriber id 0 is not below 0, the next id to hand out"),
+        (SUB_AT, "<I", 2**32 - 1, "subscriber id 4294967295 is above 4294967294"),
+        (SUB_AT + 5, "<q", -2, "subscriber mark -2 is below -1"),
+        (SUB_AT + 21, "<Q", 2**64 - 1, "subscriber 0 dropped 18446744073709551615 bundles, above 2\\*\\*63-1"),
+        (DONE_AT, "<Q", 2**64 - 1, "segment sequence 18446744073709551615 is above 2\\*\\*63-1"),
+        (PARTIAL_AT, "<Q", 2**63, "segment sequence 9223372036854775808 is above 2\\*\\*63-1"),
+        (PARTIAL_AT + 12, "<I", 2**32 - 1, "bundle index \\+ 1 4294967296 is above 4194304"),
+    ],
+)
+def test_checkpoint_values_the_store_never_writes_are_malformed(tmp_path, offset, fmt, value, message):
+    good = checkpoint()
+    assert log.decode_checkpoint(good, "cp").subscribers[0].partial == {5: {1}}  # the offsets are right
+    with pytest.raises(CorruptionError, match=message):
+        log.decode_checkpoint(patched(good, offset, fmt, value), "cp")
+
+
+def test_a_log_generation_past_2_63_is_a_damaged_header(tmp_path):
+    """Before, the next rotation numbered the new file 2**64 and failed with struct.error."""
+    write_checkpoint(tmp_path, checkpoint())
+    (tmp_path / log.LOG_NAME).write_bytes(log.encode_header(2**64 - 1) + SUBSCRIBE)
+    with pytest.raises(CorruptionError, match="ack log generation 18446744073709551615 is above 2\\*\\*63-1"):
+        log.AckLog.open(str(tmp_path))
+
+
+def test_subscribe_refuses_a_new_name_once_every_id_was_handed_out(tmp_path):
+    write_checkpoint(tmp_path, checkpoint(next_sub_id=2**32 - 1))
+    reg = open_registry(tmp_path, segments=[(5, 3), (6, 2)])
+    with pytest.raises(QuiverError, match="every subscriber id was handed out"):
+        reg.subscribe("b")
+    reg.subscribe("a")  # a known name keeps its id
+    reg.close()

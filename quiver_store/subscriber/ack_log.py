@@ -40,6 +40,10 @@ MAX_BODY = 1024
 # a segment that is gone writes one `dropped` record per unresolved bundle (4 Mi of them take
 # seconds and ~1 GB), so a larger count read from a damaged record would exhaust memory and time.
 MAX_SEGMENT_BUNDLES = 1 << 22
+# Subscriber ids are u32 and the checkpoint stores the next one to hand out, so the highest id
+# is one below 2**32-1; generations, marks and drop counts stay below 2**63 like sequences, so
+# whatever the store adds to them (a rotation, a drop) still fits where it is written.
+MAX_SUB_ID = (1 << 32) - 2
 
 # record types
 SEGMENT = 1  # u64 seq | u32 bundle_count
@@ -89,6 +93,14 @@ def _check_segment(seq: int) -> None:
         raise ValueError(f"segment sequence {seq} is above 2**63-1, more than any store numbers")
 
 
+def _check_subscriber(sub_id: int, mark: int) -> None:
+    """A subscriber's id leaves room for the next one, and its mark is -1 or a segment number."""
+    if sub_id > MAX_SUB_ID:
+        raise ValueError(f"subscriber id {sub_id} is above {MAX_SUB_ID}, the highest the store hands out")
+    if mark < -1:
+        raise ValueError(f"subscriber mark {mark} is below -1")
+
+
 def _check_bundles(count: int, what: str = "bundle count") -> None:
     """Bundle counts and indexes stay within MAX_SEGMENT_BUNDLES (see there)."""
     if count > MAX_SEGMENT_BUNDLES:
@@ -109,6 +121,7 @@ def decode_body(rtype: int, body: bytes) -> Record | None:
         return record
     if rtype == SUBSCRIBE:
         sub_id, mark, ts, n = _SUBSCRIBE.unpack_from(body)
+        _check_subscriber(sub_id, mark)
         name = body[_SUBSCRIBE.size : _SUBSCRIBE.size + n]
         if len(name) != n or _SUBSCRIBE.size + n != len(body):
             raise ValueError("subscriber name length does not match the record length")
@@ -484,6 +497,8 @@ def checkpoint_position(payload: bytes, path: str) -> tuple[int, int]:
             f"unsupported ack checkpoint version {version} (this build reads {VERSION})", path=path, offset=8
         )
     gen, off = struct.unpack_from("<QQ", payload, 12)
+    if gen > MAX_SEQUENCE:
+        raise CorruptionError(f"ack checkpoint replay generation {gen} is above 2**63-1", path=path, offset=12)
     return gen, off
 
 
@@ -520,6 +535,8 @@ def _read_generation(fs: FileSystem, path: str) -> int | None:
         raise CorruptionError(
             f"unsupported ack log version {version} (this build reads {VERSION})", path=path, offset=8
         )
+    if gen > MAX_SEQUENCE:
+        raise CorruptionError(f"ack log generation {gen} is above 2**63-1", path=path, offset=12)
     return gen
 
 
@@ -730,12 +747,15 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
     pos = 0
     try:
         _, _, _, gen, off, created, max_seen, next_id = _CP_HEAD.unpack_from(payload, 0)
+        if not -1 <= max_seen <= MAX_SEQUENCE:
+            raise ValueError(f"highest segment seen {max_seen} is not -1 or a segment number")
         pos = _CP_HEAD.size
         catalog = SegmentCatalog()
         (n,) = struct.unpack_from("<I", payload, pos)
         pos += 4
         for _ in range(n):
             seq, count = struct.unpack_from("<QI", payload, pos)
+            _check_segment(seq)
             _check_bundles(count)
             pos += 12
             catalog.add(seq, count)
@@ -745,17 +765,24 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
         subs: list[SubscriberState] = []
         for _ in range(n):
             sub_id, flags, mark, seen, dropped, name_len = _CP_SUB.unpack_from(payload, pos)
+            _check_subscriber(sub_id, mark)
+            if sub_id >= next_id:
+                raise ValueError(f"subscriber id {sub_id} is not below {next_id}, the next id to hand out")
+            if dropped > MAX_SEQUENCE:
+                raise ValueError(f"subscriber {sub_id} dropped {dropped} bundles, above 2**63-1")
             pos += _CP_SUB.size
             name = payload[pos : pos + name_len].decode()
             pos += name_len
             (nd,) = struct.unpack_from("<I", payload, pos)
             done = set(struct.unpack_from(f"<{nd}Q", payload, pos + 4))
+            _check_segment(max(done, default=-1))
             pos += 4 + 8 * nd
             (np_,) = struct.unpack_from("<I", payload, pos)
             pos += 4
             partial: dict[int, set[int]] = {}
             for _ in range(np_):
                 seq, k = struct.unpack_from("<QI", payload, pos)
+                _check_segment(seq)
                 partial[seq] = set(struct.unpack_from(f"<{k}I", payload, pos + 12))
                 _check_bundles(max(partial[seq], default=-1) + 1, "bundle index + 1")
                 pos += 12 + 4 * k

@@ -291,6 +291,8 @@ class SubscriberRegistry:
                     mark = first - 1 if first is not None else self.catalog.max_seen
                 else:
                     mark = self.catalog.max_seen
+                if self._next_id > log.MAX_SUB_ID:
+                    raise QuiverError(f"subscribe({name!r}): every subscriber id was handed out ({log.MAX_SUB_ID + 1})")
                 sub = SubscriberState(name, self._next_id, mark, last_seen_ns=now)
                 self._next_id += 1
                 self._by_id[sub.sub_id] = sub
