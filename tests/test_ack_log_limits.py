@@ -175,3 +175,19 @@ def test_subscribe_refuses_a_new_name_once_every_id_was_handed_out(tmp_path):
         reg.subscribe("b")
     reg.subscribe("a")  # a known name keeps its id
     reg.close()
+
+
+# -- the checkpoint's replay offset -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [0, log.HEADER_SIZE - 1])
+def test_a_replay_offset_inside_the_log_header_is_a_damaged_checkpoint(tmp_path, offset):
+    """Before, replay scanned the header as records, found none and truncated the active log to
+    `offset`, destroying its header: the next open refused the store."""
+    write_records(tmp_path, [SUBSCRIBE])
+    before = (tmp_path / log.LOG_NAME).read_bytes()
+    write_checkpoint(tmp_path, patched(checkpoint(), 20, "<Q", offset))
+    with pytest.raises(CorruptionError, match=f"replay offset {offset} is inside the ack log's 24-byte header") as err:
+        log.AckLog.open(str(tmp_path))
+    assert err.value.offset == 20
+    assert (tmp_path / log.LOG_NAME).read_bytes() == before

@@ -499,6 +499,10 @@ def checkpoint_position(payload: bytes, path: str) -> tuple[int, int]:
     gen, off = struct.unpack_from("<QQ", payload, 12)
     if gen > MAX_SEQUENCE:
         raise CorruptionError(f"ack checkpoint replay generation {gen} is above 2**63-1", path=path, offset=12)
+    if off < HEADER_SIZE:
+        raise CorruptionError(
+            f"ack checkpoint replay offset {off} is inside the ack log's {HEADER_SIZE}-byte header", path=path, offset=20
+        )
     return gen, off
 
 
