@@ -132,6 +132,13 @@ def test_a_subscriber_id_of_2_32_minus_1_is_a_malformed_record(tmp_path):
     reg.close()  # writes a checkpoint
 
 
+def test_an_outcome_code_other_than_ack_nack_or_dropped_is_a_malformed_record(tmp_path):
+    """Before, replay took outcome 3 to 255 for a nack: the record's bundle stayed unresolved, silently."""
+    write_records(tmp_path, [log.encode_segment(5, 3), SUBSCRIBE, log.encode_outcome(0, 5, 0, 3, 1)])
+    with pytest.raises(CorruptionError, match="outcome 3 is none of 0 \\(ack\\), 1 \\(nack\\) and 2 \\(dropped\\)"):
+        log.AckLog.open(str(tmp_path), recovery="strict")
+
+
 def test_a_mark_below_minus_1_is_a_malformed_record(tmp_path):
     write_records(tmp_path, [log.encode_subscribe(0, -2, 1, "a")])
     with pytest.raises(CorruptionError, match="subscriber mark -2 is below -1"):

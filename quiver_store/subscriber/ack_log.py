@@ -23,7 +23,7 @@ from ..errors import CorruptionError, QuiverError, StoreClosedError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
 from ..wal import sidecar
 from ..wal.format import MAX_SEQUENCE
-from .state import SegmentCatalog, SubscriberState
+from .state import Outcome, SegmentCatalog, SubscriberState
 
 LOG_NAME = "ack.log"
 CHECKPOINT_NAME = "ack.checkpoint"
@@ -113,6 +113,8 @@ def decode_body(rtype: int, body: bytes) -> Record | None:
         record = (OUTCOME, *_OUTCOME.unpack(body))
         _check_segment(record[2])
         _check_bundles(record[3] + 1, "bundle index + 1")
+        if record[4] > Outcome.DROPPED:
+            raise ValueError(f"outcome {record[4]} is none of 0 (ack), 1 (nack) and 2 (dropped)")
         return record
     if rtype == SEGMENT:
         record = (SEGMENT, *_SEGMENT.unpack(body))
