@@ -28,10 +28,12 @@ def ipc_file(batches: list[pa.RecordBatch]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def segment(streams: list[Stream], bundles: list[list[Ref]], *, slices: list[bytes] | None = None) -> bytes:
+def segment(
+    streams: list[Stream], bundles: list[list[Ref]], *, slices: list[bytes] | None = None, metadata: bytes | None = None
+) -> bytes:
     """Segment 0 holding `streams` and one bundle per item of `bundles` (ingestion times 1, 2, ...),
-    every checksum right. `slices` replaces the streams' IPC files (the directory still describes
-    the streams' own)."""
+    every checksum right. `slices` replaces the streams' IPC files (the directory keeps the
+    streams' batch counts), `metadata` the metadata section."""
     files = [ipc_file(batches) for _, batches in streams]
     refs = np.array([r for b in bundles for r in b], fmt.MANIFEST_REF)
     body = bytearray(fmt.encode_header(0))
@@ -44,9 +46,10 @@ def segment(streams: list[Stream], bundles: list[list[Ref]], *, slices: list[byt
         body += data
     bitmaps = bytes([(1 << len(batches[0].schema)) - 1 for _, batches in streams])  # every column present (< 8)
     rows = np.array([(t + 1, sum(1 << streams[r[0]][0] for r in b)) for t, b in enumerate(bundles)], fmt.MANIFEST_BUNDLE)
-    schemas = {slot: batches[0].schema for slot, batches in streams}
+    if metadata is None:
+        metadata = fmt.encode_metadata({}, {}, {slot: batches[0].schema for slot, batches in streams})
     return bytes(body) + fmt.encode_tail(
-        len(body), fmt.encode_directory(entries, bitmaps), fmt.encode_manifest(rows, refs), fmt.encode_metadata({}, {}, schemas),
+        len(body), fmt.encode_directory(entries, bitmaps), fmt.encode_manifest(rows, refs), metadata,
         seq=0, stream_count=len(streams), bundle_count=len(bundles), ingestion_time_min_ns=1,
         ingestion_time_max_ns=len(bundles), created_at_ns=0, opened_at_ns=0,
     )  # fmt: skip
@@ -68,10 +71,44 @@ def test_a_batch_whose_offsets_go_backwards_is_damage_not_returned(tmp_path: Pat
     strings = pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"hello"))
     path = store_with(tmp_path, segment([(0, [pa.record_batch({"s": strings})])], [[(0, 0, 0, 3)]]))
     with SegmentReader.open(path) as reader:  # metadata only: it is right
-        with pytest.raises(CorruptionError, match="stream 0: record batch 0 is invalid: .*offset") as caught:
+        with pytest.raises(CorruptionError, match=r"stream 0: record batch 0 is invalid: .*offset") as caught:
             reader.bundle(0)
         assert (caught.value.path, caught.value.offset) == (path, fmt.HEADER_SIZE)
         with pytest.raises(CorruptionError, match="stream 0: record batch 0 is invalid"):
             reader.verify()
     assert cli.main(["verify", str(tmp_path)]) == 1
     assert cli.main(["dump", str(tmp_path)]) == 1
+
+
+def test_ipc_flatbuffers_that_fail_verification_are_damage(tmp_path: Path) -> None:
+    """pyarrow raises OSError, not an ArrowException, for a flatbuffer that fails verification and
+    for a compressed body that does not decompress: it left `store.bundles()` (fuzz input: bytes
+    inside a slice), record batch reads and `SegmentReader.open` (a representative schema's bytes)."""
+    batch = pa.record_batch({"s": pa.array(["a", "b"])})
+    data = bytearray(ipc_file([batch]))
+    footer_at = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
+    data[footer_at : footer_at + 4] = (0xFFFF).to_bytes(4, "little")  # the IPC footer's root table offset
+    path = store_with(tmp_path, segment([(0, [batch])], [[(0, 0, 0, 2)]], slices=[bytes(data)]))
+    with SegmentReader.open(path) as reader:
+        with pytest.raises(CorruptionError, match="stream 0 is not a valid Arrow IPC file: Verification of flatbuffer") as caught:
+            reader.bundle(0)
+        assert caught.value.offset == fmt.HEADER_SIZE
+    assert cli.main(["verify", str(tmp_path)]) == 1
+
+    sink = pa.BufferOutputStream()  # a zstd body whose uncompressed length (the i64 before it) is 2**33
+    ints = pa.record_batch({"i": pa.array(np.zeros(1000, np.int64))})
+    with pa.ipc.new_file(sink, ints.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_batch(ints)
+    data = bytearray(sink.getvalue().to_pybytes())
+    at = data.index((8000).to_bytes(8, "little"))
+    data[at : at + 8] = (1 << 33).to_bytes(8, "little")
+    (tmp_path / "segments" / "0000000000000000.qseg").write_bytes(segment([(0, [ints])], [[(0, 0, 0, 1000)]], slices=[bytes(data)]))
+    with SegmentReader.open(path) as reader, pytest.raises(CorruptionError, match="record batch 0 does not decode: Corrupt ZSTD"):
+        reader.bundle(0)
+
+    schema = bytearray(batch.schema.serialize().to_pybytes())
+    schema[8:12] = (0x7FFFFFF0).to_bytes(4, "little")
+    metadata = fmt.encode_metadata_section(fmt.encode_document({}, {}), [(0, bytes(schema))])
+    (tmp_path / "segments" / "0000000000000000.qseg").write_bytes(segment([(0, [batch])], [[(0, 0, 0, 2)]], metadata=metadata))
+    with pytest.raises(CorruptionError, match="metadata section: schema of slot 0 does not decode \\(Invalid flatbuffers"):
+        SegmentReader.open(path)

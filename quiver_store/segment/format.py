@@ -58,6 +58,9 @@ MANIFEST_BUNDLE = np.dtype([("ingestion_time_ns", "<i8"), ("slot_bitmap", "<u8")
 MANIFEST_REF = np.dtype([("stream_id", "<u4"), ("batch", "<u4"), ("row_offset", "<u4"), ("row_count", "<u4")])
 MANIFEST_COUNTS = struct.Struct("<II")  # bundle_count, ref_count
 SCHEMA_ENTRY = struct.Struct("<HHI")  # slot, reserved, length
+# What pyarrow raises for IPC bytes it cannot read: OSError (ArrowIOError) too, for a flatbuffer
+# that fails verification.
+IPC_ERRORS = (pa.ArrowException, ValueError, OSError)
 
 
 def crc(data: bytes | memoryview) -> int:
@@ -275,7 +278,7 @@ def decode_metadata(
             raise fail(f"schema of slot {slot} ({length} bytes) runs past the section", pos)
         try:
             schemas[slot] = pa.ipc.read_schema(pa.py_buffer(data[start : start + length]))
-        except (pa.ArrowException, ValueError) as e:
+        except IPC_ERRORS as e:
             raise fail(f"schema of slot {slot} does not decode ({e})", start) from None
         pos = start + length
         pos += pad_to(pos, SECTION_ALIGNMENT)

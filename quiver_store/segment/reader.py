@@ -288,7 +288,7 @@ class SegmentReader:
             raise CorruptionError(f"stream {sid} (slot {stream.slot}) checksum mismatch", self.path, stream.offset)
         try:
             reader = pa.ipc.open_file(view)
-        except (pa.ArrowException, ValueError) as e:
+        except fmt.IPC_ERRORS as e:
             raise CorruptionError(f"stream {sid} is not a valid Arrow IPC file: {e}", self.path, stream.offset) from None
         if reader.num_record_batches != stream.batches:
             raise CorruptionError(
@@ -309,7 +309,7 @@ class SegmentReader:
             if batch is None:
                 try:
                     batch = self._stream_reader(sid).get_batch(index)
-                except (pa.ArrowException, ValueError) as e:
+                except fmt.IPC_ERRORS as e:
                     raise CorruptionError(
                         f"stream {sid}: record batch {index} does not decode: {e}", self.path, self.info.streams[sid].offset
                     ) from None
