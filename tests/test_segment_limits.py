@@ -112,3 +112,20 @@ def test_ipc_flatbuffers_that_fail_verification_are_damage(tmp_path: Path) -> No
     (tmp_path / "segments" / "0000000000000000.qseg").write_bytes(segment([(0, [batch])], [[(0, 0, 0, 2)]], metadata=metadata))
     with pytest.raises(CorruptionError, match="metadata section: schema of slot 0 does not decode \\(Invalid flatbuffers"):
         SegmentReader.open(path)
+
+
+def test_a_record_batch_with_other_rows_than_its_chunks_is_damage(tmp_path: Path) -> None:
+    """Two streams of one slot with their slices swapped (each slice's CRC right): bundle 0 was
+    given stream 1's first two rows ("c", "d", bundle 1's) under its own fingerprint and time,
+    with no error; only verify() compared a stream's row count with the directory."""
+    first, second = pa.record_batch({"s": pa.array(["a", "b"])}), pa.record_batch({"s": pa.array(["c", "d", "e"])})
+    streams: list[Stream] = [(0, [first]), (0, [second])]
+    swapped = [ipc_file([second]), ipc_file([first])]
+    path = store_with(tmp_path, segment(streams, [[(0, 0, 0, 2)], [(1, 0, 0, 3)]], slices=swapped))
+    with SegmentReader.open(path) as reader:
+        with pytest.raises(CorruptionError, match="stream 0: record batch 0 holds 3 rows, the manifest's chunks 2") as caught:
+            reader.bundle(0)
+        assert caught.value.offset == fmt.HEADER_SIZE
+        with pytest.raises(CorruptionError, match="stream 1: record batch 0 holds 2 rows, the manifest's chunks 3"):
+            reader.bundle(1)
+    assert cli.main(["verify", str(tmp_path)]) == 1
