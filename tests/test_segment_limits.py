@@ -129,3 +129,13 @@ def test_a_record_batch_with_other_rows_than_its_chunks_is_damage(tmp_path: Path
         with pytest.raises(CorruptionError, match="stream 1: record batch 0 holds 2 rows, the manifest's chunks 3"):
             reader.bundle(1)
     assert cli.main(["verify", str(tmp_path)]) == 1
+
+
+def test_a_deeply_nested_metadata_document_is_damage(tmp_path: Path) -> None:
+    """json.loads raises RecursionError, which decode_metadata did not catch."""
+    batch = pa.record_batch({"s": pa.array(["a"])})
+    metadata = fmt.encode_metadata_section(b"[" * 100_000, [(0, batch.schema.serialize().to_pybytes())])
+    path = store_with(tmp_path, segment([(0, [batch])], [[(0, 0, 0, 1)]], metadata=metadata))
+    with pytest.raises(CorruptionError, match="metadata section: invalid JSON document \\(maximum recursion depth"):
+        SegmentReader.open(path)
+    assert cli.main(["verify", str(tmp_path)]) == 1

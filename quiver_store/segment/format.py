@@ -261,7 +261,7 @@ def decode_metadata(
         doc = json.loads(data[4 : 4 + n].decode())
         metadata = {str(k): str(v) for k, v in doc["metadata"].items()}
         event_cols = {int(k): str(v) for k, v in doc["event_time_columns"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # RecursionError: deep nesting
         raise fail(f"invalid JSON document ({e})", 4) from None
     pos = 4 + n + pad_to(4 + n, SECTION_ALIGNMENT)
     if pos + 8 > len(data):
