@@ -152,9 +152,9 @@ def newest_covered_sequence(fs: FileSystem, segments_dir: str, info_of: Callable
         except QuiverError as exc:
             log.warning("segment %d unreadable while looking for the WAL floor: %s", seq, exc)
             continue
-        value = info.metadata.get(META_WAL_LAST)
-        if value is not None and value.lstrip("-").isdigit() and int(value) <= MAX_SEQUENCE:
-            return int(value)
+        value = absent.sequence(info.metadata.get(META_WAL_LAST, ""))
+        if value is not None:
+            return value
     return -1
 
 

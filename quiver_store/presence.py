@@ -22,7 +22,7 @@ from .segment.info import SegmentInfo
 from .subscriber import ack_log
 from .subscriber.registry import RebuiltState, rebuild
 from .wal import sidecar
-from .wal.format import ENTRY_SYNCED, HEADER_LEN, MAX_SEQUENCE, decode_header
+from .wal.format import ENTRY_SYNCED, HEADER_LEN, decode_header
 from .wal.reader import Damage, scan
 from .wal.rotation import ACTIVE, QUARANTINE_DIR, chunk_name
 
@@ -86,10 +86,10 @@ def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[Wa
 
 
 def segment_span(info: SegmentInfo) -> SegmentSpan:
-    first, last = (info.metadata.get(k, "") for k in (META_WAL_FIRST, META_WAL_LAST))
+    first, last = (absent.sequence(info.metadata.get(k, "")) for k in (META_WAL_FIRST, META_WAL_LAST))
     recorded = tuple(absent.decode(info.metadata.get(absent.META_KEY, "")))
-    if first.isdigit() and last.isdigit() and int(last) <= MAX_SEQUENCE:
-        return SegmentSpan(info.seq, int(first), int(last), recorded)
+    if first is not None and last is not None:
+        return SegmentSpan(info.seq, first, last, recorded)
     return SegmentSpan(info.seq, None, None, recorded)
 
 

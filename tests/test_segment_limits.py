@@ -12,7 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from quiver_store import CorruptionError, cli
+from quiver_store import CorruptionError, QuiverStore, RecordBundle, absent, cli
+from quiver_store.engine import META_WAL_FIRST, META_WAL_LAST, newest_covered_sequence
+from quiver_store.fs import DEFAULT_FS
+from quiver_store.presence import SegmentSpan, segment_span
 from quiver_store.segment import SegmentReader
 from quiver_store.segment import format as fmt
 
@@ -139,3 +142,33 @@ def test_a_deeply_nested_metadata_document_is_damage(tmp_path: Path) -> None:
     with pytest.raises(CorruptionError, match="metadata section: invalid JSON document \\(maximum recursion depth"):
         SegmentReader.open(path)
     assert cli.main(["verify", str(tmp_path)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "covered"),
+    [
+        ({META_WAL_FIRST: "0", META_WAL_LAST: "\u00b2"}, -1),  # str.isdigit() takes it, int() does not
+        ({META_WAL_FIRST: "\u00b2", META_WAL_LAST: "2"}, 2),
+        ({META_WAL_FIRST: "0", META_WAL_LAST: "--5"}, -1),  # was read as "5" with its dashes stripped
+        ({META_WAL_FIRST: "0", META_WAL_LAST: "9" * 5000}, -1),  # more digits than int() converts
+        ({absent.META_KEY: "\u00b2-\u00b3 lost"}, -1),
+    ],
+    ids=["last-superscript", "first-superscript", "dashes", "5000-digits", "absent-superscript"],
+)
+def test_sequence_values_that_do_not_parse_are_another_writers(tmp_path: Path, values: dict[str, str], covered: int) -> None:
+    """The store's own sequence keys in a segment's metadata are ASCII decimal numbers; anything
+    else is ignored like another writer's pair. Before, int() raised ValueError out of
+    QuiverStore.open, `quiver replay`, `verify` and `inspect` (fuzz input: a metadata string)."""
+    batch = pa.record_batch({"s": pa.array(["a"])})
+    with QuiverStore.open(tmp_path) as store:  # a store whose segment 0 is then rewritten
+        store.ingest(RecordBundle({0: batch}))
+        store.flush()
+    path = tmp_path / "segments" / "0000000000000000.qseg"
+    path.write_bytes(segment([(0, [batch])], [[(0, 0, 0, 1)]], metadata=fmt.encode_metadata(values, {}, {0: batch.schema})))
+    with SegmentReader.open(str(path)) as reader:
+        assert segment_span(reader.info) == SegmentSpan(0, None, None, ())
+    assert newest_covered_sequence(DEFAULT_FS, str(tmp_path / "segments")) == covered
+    for command in ("verify", "inspect", "replay"):
+        assert cli.main([command, str(tmp_path)]) == 0, command
+    with QuiverStore.open(tmp_path) as store:
+        assert [b.slots[0]["s"].to_pylist() for _, _, b in store.bundles()] == [["a"]]
