@@ -266,6 +266,8 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             table.add_row(os.path.relpath(path, args.path), f"{records} records", "[red]CORRUPT" if damage else "[green]ok")
             if damage is not None:
                 errors.append(f"{damage}: opening the store moves the records from here on aside, losing those outcomes")
+        for why in acks.state.damage if acks is not None else []:
+            errors.append(f"{os.path.join(args.path, ack_log.LOG_NAME)}: a record contradicts the ones before it: {why}; opening ignores it")
     missing, notes = find_missing(fs, args.path, files, spans, acks)
     lost, noted = recorded_absences(seg_dir, spans)
     for name, why in notes + noted:

@@ -5,8 +5,10 @@ checkpoints whose numbers are impossible were taken as they were, and either exh
 (a segment registered with 2**32-1 bundles, dropped bundle by bundle when it is gone), handed out
 bundles that do not exist (a segment on disk registered with more bundles than it holds), or were
 accepted and failed later with struct.error when the store wrote them back (a subscriber id of
-2**32-1, a segment number, generation or drop count past 2**63-1), or truncated the active log
-(a checkpoint replay offset inside the log's header)."""
+2**32-1, a segment number, generation or drop count past 2**63-1), truncated the active log (a
+checkpoint replay offset inside the log's header), were taken for something else (an outcome code
+above 2 for a nack), or made the store unopenable in every recovery mode (a record contradicting
+the bundle count registered before it)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import struct
 from pathlib import Path
 
 import crc32c
+import pyarrow as pa
 import pytest
 
+from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, cli
 from quiver_store.errors import CorruptionError, QuiverError
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.subscriber import ack_log as log
@@ -198,3 +202,43 @@ def test_a_replay_offset_inside_the_log_header_is_a_damaged_checkpoint(tmp_path,
         log.AckLog.open(str(tmp_path))
     assert err.value.offset == 20
     assert (tmp_path / log.LOG_NAME).read_bytes() == before
+
+
+# -- records that contradict the ones before them -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "record, why",
+    [
+        (log.encode_segment(5, 4), "segment 5 registered again with 4 bundles, first with 3"),
+        (log.encode_outcome(0, 5, 7, Outcome.ACK, 1), "an outcome for bundle 7 of segment 5, registered with 3 bundles"),
+    ],
+    ids=["segment", "outcome"],
+)
+def test_a_record_contradicting_the_registered_count_is_reported_and_ignored(tmp_path, record, why):
+    """Before, replay raised QuiverError and the store could not be opened in any recovery mode."""
+    write_records(tmp_path, [log.encode_segment(5, 3), SUBSCRIBE, record])
+    with pytest.raises(CorruptionError, match=f"a record contradicts the ones before it: {why}"):
+        open_registry(tmp_path, segments=[(5, 3)], recovery="strict")
+    reg = open_registry(tmp_path, segments=[(5, 3)])
+    ((err, action, source),) = reg.recovery_reports
+    assert why in str(err) and action == "the record is ignored" and source == "ack log"
+    assert reg.catalog.count(5) == 3 and reg.describe()[0]["gap_set_size"] == 0
+    reg.close()
+
+
+def test_quiver_verify_names_a_contradicting_record_and_the_store_opens(tmp_path, capsys):
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([1, 2])})}))
+        store.flush()
+        store.subscribe("a")
+    with open(tmp_path / log.LOG_NAME, "ab") as f:
+        f.write(log.encode_segment(0, 2))
+    assert cli.main(["verify", str(tmp_path)]) == 1
+    assert "a record contradicts the ones before it: segment 0 registered again with 2 bundles, first with 1" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    with QuiverStore.open(tmp_path, config) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert report["source"] == "ack log" and report["action"] == "the record is ignored"

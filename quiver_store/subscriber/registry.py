@@ -13,7 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..bundle import RecordBundle
@@ -73,6 +73,7 @@ class RebuiltState:
     subscribers: dict[int, SubscriberState]
     next_sub_id: int
     records: int  # records replayed after the checkpoint
+    damage: list[str] = field(default_factory=list)  # records that contradict the segments registered before them
 
 
 def rebuild(checkpoint: bytes | None, records: Iterable[log.Record], checkpoint_path: str) -> RebuiltState:
@@ -83,6 +84,7 @@ def rebuild(checkpoint: bytes | None, records: Iterable[log.Record], checkpoint_
     else:
         catalog, subs, next_id = SegmentCatalog(), {}, 0
     n = 0
+    damage: list[str] = []
     for rec in records:
         n += 1
         kind = rec[0]
@@ -90,6 +92,10 @@ def rebuild(checkpoint: bytes | None, records: Iterable[log.Record], checkpoint_
             _, sub_id, seq, index, outcome, ts = rec
             sub = subs.get(sub_id)
             if sub is None:
+                continue
+            count = catalog.count(seq)
+            if count is not None and index >= count:
+                damage.append(f"an outcome for bundle {index} of segment {seq}, registered with {count} bundles")
                 continue
             if outcome == Outcome.DROPPED:
                 if sub.resolve(seq, index, catalog):
@@ -100,6 +106,10 @@ def rebuild(checkpoint: bytes | None, records: Iterable[log.Record], checkpoint_
                     sub.resolve(seq, index, catalog)
         elif kind == log.SEGMENT:
             _, seq, count = rec
+            known = catalog.count(seq)
+            if known is not None and known != count:
+                damage.append(f"segment {seq} registered again with {count} bundles, first with {known}")
+                continue
             if catalog.add(seq, count):
                 for sub in subs.values():
                     if count == 0 and seq > sub.mark:
@@ -122,7 +132,7 @@ def rebuild(checkpoint: bytes | None, records: Iterable[log.Record], checkpoint_
             sub = subs.get(rec[1])
             if sub is not None:
                 sub.orphaned = True
-    return RebuiltState(catalog, subs, next_id, n)
+    return RebuiltState(catalog, subs, next_id, n, damage)
 
 
 class SubscriberRegistry:
@@ -197,6 +207,9 @@ class SubscriberRegistry:
         ack, replay = log.AckLog.open(directory, fs=fs, recovery=recovery, sync=sync)
         try:
             state = rebuild(replay.checkpoint, replay.records, os.path.join(directory, log.CHECKPOINT_NAME))
+            contradictions = [CorruptionError(f"a record contradicts the ones before it: {why}", path=ack.path) for why in state.damage]
+            if contradictions and recovery == "strict":
+                raise contradictions[0]
         except BaseException:
             ack.close()
             raise
@@ -214,7 +227,7 @@ class SubscriberRegistry:
             (err, "the damaged bytes were moved aside to a .corrupt file; outcomes recorded in them are lost, "
                   "so their bundles may be delivered again", "ack log")
             for err in replay.corruption
-        ]
+        ] + [(err, "the record is ignored", "ack log") for err in contradictions]
         stale = reg._reconcile(list(segments), set_aside)
         return reg, stale
 
