@@ -21,6 +21,10 @@ Targets (one module each):
   floor) replaced, then `quiver verify` / `inspect` / `replay` / `dump` and an open, read
   and drain in the three recovery modes;
 - ``wal_frames``: the same, with the WAL's frames edited (types, sequences, bitmaps, slot
-  metadata, payload bytes, synced ranges, frames duplicated, dropped, swapped) and their CRCs
-  made right again, so recovery reads the wrong contents instead of stopping at a bad CRC.
+  metadata, payload bytes, synced ranges, frames duplicated, dropped, swapped, a slot moved to
+  the progress slot) and their CRCs made right again, so recovery reads the wrong contents
+  instead of stopping at a bad CRC;
+- ``ack_frames``: the same for the ack log's records and the ack checkpoint's fields;
+- ``segment_fields``: the same for a segment file's directory, manifest, metadata and footer
+  fields and its stream slices, every checksum made right again.
 """

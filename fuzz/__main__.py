@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-TARGETS = ("decoder_bytes", "decoder_tables", "encoder_tables", "otlp", "store_files", "wal_frames")
+TARGETS = ("decoder_bytes", "decoder_tables", "encoder_tables", "otlp", "store_files", "wal_frames", "ack_frames", "segment_fields")
 
 
 def run(target: str, seconds: int, out: str) -> dict[str, str]:
