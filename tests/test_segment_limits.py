@@ -172,3 +172,26 @@ def test_sequence_values_that_do_not_parse_are_another_writers(tmp_path: Path, v
         assert cli.main([command, str(tmp_path)]) == 0, command
     with QuiverStore.open(tmp_path) as store:
         assert [b.slots[0]["s"].to_pylist() for _, _, b in store.bundles()] == [["a"]]
+
+
+def test_field_names_that_are_not_utf8_are_damage(tmp_path: Path) -> None:
+    """pyarrow reads a schema without decoding its field names and decodes one when asked for it:
+    UnicodeDecodeError left SegmentReader.open (fuzz input: a representative schema's bytes), and
+    for a stream's own schema, verify() and `quiver verify`, after bundle() had handed the batch out."""
+    batch = pa.record_batch({"zz": pa.array([1])})
+    blob = batch.schema.serialize().to_pybytes().replace(b"zz", b"\xccz")
+    metadata = fmt.encode_metadata_section(fmt.encode_document({}, {}), [(0, blob)])
+    path = store_with(tmp_path, segment([(0, [batch])], [[(0, 0, 0, 1)]], metadata=metadata))
+    with pytest.raises(CorruptionError, match="metadata section: schema of slot 0 does not decode \\('utf-8' codec"):
+        SegmentReader.open(path)
+
+    nested = pa.record_batch({"s": pa.StructArray.from_arrays([pa.array([1])], names=["zz"])})
+    for named in (batch, nested):  # the representative schema is right, the stream's is not
+        data = ipc_file([named]).replace(b"zz", b"\xccz")
+        Path(path).write_bytes(segment([(0, [named])], [[(0, 0, 0, 1)]], slices=[data]))
+        with SegmentReader.open(path) as reader:
+            with pytest.raises(CorruptionError, match="stream 0 is not a valid Arrow IPC file: 'utf-8' codec") as caught:
+                reader.bundle(0)
+            assert caught.value.offset == fmt.HEADER_SIZE
+        assert cli.main(["verify", str(tmp_path)]) == 1
+

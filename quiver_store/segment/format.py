@@ -63,6 +63,18 @@ SCHEMA_ENTRY = struct.Struct("<HHI")  # slot, reserved, length
 IPC_ERRORS = (pa.ArrowException, ValueError, OSError)
 
 
+def decode_names(schema: pa.Schema) -> None:
+    """Decode every field name, at every depth (UnicodeDecodeError, a ValueError, if one is not
+    UTF-8): pyarrow reads a schema without decoding its names and decodes each only when it is
+    asked for it, so a schema that reads can still fail whoever uses it."""
+    pending = list(schema)
+    while pending:
+        field = pending.pop()
+        _ = field.name
+        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        pending += [kind.field(i) for i in range(kind.num_fields)]
+
+
 def crc(data: bytes | memoryview) -> int:
     return _crc32c.crc32c(data)
 
@@ -278,6 +290,7 @@ def decode_metadata(
             raise fail(f"schema of slot {slot} ({length} bytes) runs past the section", pos)
         try:
             schemas[slot] = pa.ipc.read_schema(pa.py_buffer(data[start : start + length]))
+            decode_names(schemas[slot])
         except IPC_ERRORS as e:
             raise fail(f"schema of slot {slot} does not decode ({e})", start) from None
         pos = start + length

@@ -292,6 +292,7 @@ class SegmentReader:
             raise CorruptionError(f"stream {sid} (slot {stream.slot}) checksum mismatch", self.path, stream.offset)
         try:
             reader = pa.ipc.open_file(view)
+            fmt.decode_names(reader.schema)
         except fmt.IPC_ERRORS as e:
             raise CorruptionError(f"stream {sid} is not a valid Arrow IPC file: {e}", self.path, stream.offset) from None
         if reader.num_record_batches != stream.batches:
