@@ -12,11 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from quiver_store import CorruptionError, QuiverStore, RecordBundle, absent, cli
+from quiver_store import CorruptionError, QuiverStore, RecordBundle, SegmentConfig, absent, cli
 from quiver_store.engine import META_WAL_FIRST, META_WAL_LAST, newest_covered_sequence
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.presence import SegmentSpan, segment_span
-from quiver_store.segment import SegmentReader
+from quiver_store.segment import OpenSegment, SegmentReader, write_segment
 from quiver_store.segment import format as fmt
 
 Stream = tuple[int, list[pa.RecordBatch]]  # slot, record batches
@@ -195,3 +195,18 @@ def test_field_names_that_are_not_utf8_are_damage(tmp_path: Path) -> None:
             assert caught.value.offset == fmt.HEADER_SIZE
         assert cli.main(["verify", str(tmp_path)]) == 1
 
+
+def test_an_event_time_column_past_the_i64_nanosecond_range_has_no_range(tmp_path: Path) -> None:
+    """Found by reading stats.py: a timestamp[s] event-time column whose values do not fit i64
+    nanoseconds made event_time_range raise ArrowInvalid (it promises None), so verify() of such
+    a segment raised it, and write_segment of such a bundle failed the finalize."""
+    batch = pa.record_batch({"t": pa.array([1, 1 << 62], pa.timestamp("s"))})
+    metadata = fmt.encode_metadata({}, {0: "t"}, {0: batch.schema})
+    path = store_with(tmp_path, segment([(0, [batch])], [[(0, 0, 0, 2)]], metadata=metadata))
+    with SegmentReader.open(path) as reader:
+        reader.verify()
+        assert reader.info.streams[0].event_time_min_ns is None
+    open_segment = OpenSegment(SegmentConfig())
+    open_segment.append(RecordBundle({0: batch}, ingestion_time_ns=1))
+    info = write_segment(open_segment, str(tmp_path / "1.qseg"), 1, event_time_columns={0: "t"})
+    assert info.event_time_range_ns() is None

@@ -32,7 +32,10 @@ def event_time_range(batches: list[pa.RecordBatch], column: str) -> tuple[int, i
         if arr is None:
             return None
         if pat.is_timestamp(arr.type):
-            arr = arr.cast(pa.timestamp("ns", arr.type.tz)).cast(pa.int64())
+            try:
+                arr = arr.cast(pa.timestamp("ns", arr.type.tz)).cast(pa.int64())
+            except pa.ArrowInvalid:  # seconds (or ms, us) past the i64 range in ns
+                return None
         elif not pat.is_integer(arr.type):
             return None
         mm = pc.min_max(arr)
