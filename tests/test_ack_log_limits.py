@@ -7,7 +7,8 @@ bundles that do not exist (a segment on disk registered with more bundles than i
 accepted and failed later with struct.error when the store wrote them back (a subscriber id of
 2**32-1, a segment number, generation or drop count past 2**63-1), truncated the active log (a
 checkpoint replay offset inside the log's header), were taken for something else (an outcome code
-above 2 for a nack), or made the store unopenable in every recovery mode (a record contradicting
+above 2 for a nack), kept a subscriber no subscribe() can name pinning segments (a name outside
+the naming rules), or made the store unopenable in every recovery mode (a record contradicting
 the bundle count registered before it)."""
 
 from __future__ import annotations
@@ -141,6 +142,22 @@ def test_an_outcome_code_other_than_ack_nack_or_dropped_is_a_malformed_record(tm
     write_records(tmp_path, [log.encode_segment(5, 3), SUBSCRIBE, log.encode_outcome(0, 5, 0, 3, 1)])
     with pytest.raises(CorruptionError, match="outcome 3 is none of 0 \\(ack\\), 1 \\(nack\\) and 2 \\(dropped\\)"):
         log.AckLog.open(str(tmp_path), recovery="strict")
+
+
+@pytest.mark.parametrize("name", [b"", b"a b", b"x" * 65, "é".encode()])
+def test_a_subscriber_name_subscribe_would_refuse_is_a_malformed_record(tmp_path, name):
+    """Before, replay registered it: no subscribe() can name it, yet it pinned what it had not resolved."""
+    head = log._SUBSCRIBE.pack(0, -1, 1, len(name) % 256)
+    write_records(tmp_path, [log._frame(log.SUBSCRIBE, head + name)])
+    with pytest.raises(CorruptionError, match=r"is not 1 to 64 of \[A-Za-z0-9_.-\]"):
+        log.AckLog.open(str(tmp_path), recovery="strict")
+
+
+def test_a_checkpoint_subscriber_name_subscribe_would_refuse_is_malformed(tmp_path):
+    payload = patched(checkpoint(), SUB_AT + log._CP_SUB.size, "<B", ord(" "))
+    with pytest.raises(CorruptionError, match="subscriber name ' ' is not 1 to 64") as err:
+        log.decode_checkpoint(payload, "cp")
+    assert err.value.offset == SUB_AT + log._CP_SUB.size  # the name
 
 
 def test_a_mark_below_minus_1_is_a_malformed_record(tmp_path):

@@ -11,6 +11,7 @@ records whatever the history. Byte layouts: docs/formats.md, "Ack log".
 from __future__ import annotations
 
 import os
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +45,8 @@ MAX_SEGMENT_BUNDLES = 1 << 22
 # is one below 2**32-1; generations, marks and drop counts stay below 2**63 like sequences, so
 # whatever the store adds to them (a rotation, a drop) still fits where it is written.
 MAX_SUB_ID = (1 << 32) - 2
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")  # subscriber names, as registry.validate_name accepts them
+MAX_NAME_BYTES = 64
 
 # record types
 SEGMENT = 1  # u64 seq | u32 bundle_count
@@ -101,6 +104,15 @@ def _check_subscriber(sub_id: int, mark: int) -> None:
         raise ValueError(f"subscriber mark {mark} is below -1")
 
 
+def _name(raw: bytes) -> str:
+    """A subscriber name as the store writes it; any other could never be subscribed again, yet
+    would pin every segment it has not resolved."""
+    name = raw.decode()
+    if len(raw) > MAX_NAME_BYTES or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"subscriber name {name!r} is not 1 to {MAX_NAME_BYTES} of [A-Za-z0-9_.-]")
+    return name
+
+
 def _check_bundles(count: int, what: str = "bundle count") -> None:
     """Bundle counts and indexes stay within MAX_SEGMENT_BUNDLES (see there)."""
     if count > MAX_SEGMENT_BUNDLES:
@@ -127,7 +139,7 @@ def decode_body(rtype: int, body: bytes) -> Record | None:
         name = body[_SUBSCRIBE.size : _SUBSCRIBE.size + n]
         if len(name) != n or _SUBSCRIBE.size + n != len(body):
             raise ValueError("subscriber name length does not match the record length")
-        return (SUBSCRIBE, sub_id, mark, ts, name.decode())
+        return (SUBSCRIBE, sub_id, mark, ts, _name(name))
     if rtype == UNSUBSCRIBE:
         return (UNSUBSCRIBE, *_UNSUBSCRIBE.unpack(body))
     if rtype == ORPHANED:
@@ -777,7 +789,7 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
             if dropped > MAX_SEQUENCE:
                 raise ValueError(f"subscriber {sub_id} dropped {dropped} bundles, above 2**63-1")
             pos += _CP_SUB.size
-            name = payload[pos : pos + name_len].decode()
+            name = _name(payload[pos : pos + name_len])
             pos += name_len
             (nd,) = struct.unpack_from("<I", payload, pos)
             done = set(struct.unpack_from(f"<{nd}Q", payload, pos + 4))

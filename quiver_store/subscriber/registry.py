@@ -8,7 +8,6 @@ the same order it is appended to the log (so a checkpoint taken under that lock 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -25,8 +24,6 @@ from . import ack_log as log
 from .state import Key, Outcome, SegmentCatalog, SubscriberState
 from .subscription import Delivery, Subscription
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")
-MAX_NAME_BYTES = 64
 READER_CACHE = 8
 DELETED_REASONS_KEPT = 1024  # why recently deleted segments went, for a late read's error message
 DELETION_CAUSES = {  # retention's deletion reasons, as a reader of a deleted segment is told
@@ -58,11 +55,11 @@ def validate_name(name: object) -> str:
     """Subscriber names: non-empty, at most 64 bytes of [A-Za-z0-9_.-] (they are stored in the ack log)."""
     if not isinstance(name, str) or not name:
         raise QuiverError(f"subscriber name must be a non-empty string, got {name!r}")
-    if len(name.encode()) > MAX_NAME_BYTES:
+    if len(name.encode()) > log.MAX_NAME_BYTES:
         raise QuiverError(
-            f"subscriber name {name[:70]!r} is {len(name.encode())} bytes; the limit is {MAX_NAME_BYTES}"
+            f"subscriber name {name[:70]!r} is {len(name.encode())} bytes; the limit is {log.MAX_NAME_BYTES}"
         )
-    if not NAME_PATTERN.fullmatch(name):
+    if not log.NAME_PATTERN.fullmatch(name):
         raise QuiverError(f"subscriber name {name!r} may only contain letters, digits, '_', '.' and '-'")
     return name
 
