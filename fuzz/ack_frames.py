@@ -210,7 +210,8 @@ def edit_checkpoint(fdp: atheris.FuzzedDataProvider, recipe: Recipe, kind: int) 
         put(cp, offset, width, number(fdp, width))
     elif kind == 13:  # bytes after the magic and version (names, flags, anything)
         for _ in range(fdp.ConsumeIntInRange(1, 8)):
-            cp[fdp.ConsumeIntInRange(12, len(cp) - 1)] = fdp.ConsumeIntInRange(0, 255)
+            if len(cp) > 12:  # (a cut may have left only the magic and version)
+                cp[fdp.ConsumeIntInRange(12, len(cp) - 1)] = fdp.ConsumeIntInRange(0, 255)
     elif kind == 14:
         del cp[fdp.ConsumeIntInRange(12, len(cp)) :]
     else:
