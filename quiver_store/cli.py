@@ -239,6 +239,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             checked = "-"
         table.add_row(os.path.relpath(ledger_path, args.path), checked, "[red]CORRUPT" if checked == "-" else "[green]ok")
     spans: dict[int, SegmentSpan] = {}
+    bundles: dict[int, int] = {}  # of each readable segment
     for seq in list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []:
         path = segment_path(seg_dir, seq)
         spans[seq] = SegmentSpan(seq, None, None)
@@ -246,7 +247,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             with SegmentReader.open(path, fs=fs) as reader:
                 reader.verify()
                 progress.segment_offsets(reader)  # what committed_offset reads: valid records only
-                n = reader.info.bundle_count
+                n = bundles[seq] = reader.info.bundle_count
                 spans[seq] = segment_span(reader.info)
         except CorruptionError as exc:
             where = "" if exc.path else f"{path}: "
@@ -268,6 +269,11 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
                 errors.append(f"{damage}: opening the store moves the records from here on aside, losing those outcomes")
         for why in acks.state.damage if acks is not None else []:
             errors.append(f"{os.path.join(args.path, ack_log.LOG_NAME)}: a record contradicts the ones before it: {why}; opening ignores it")
+        for seq, n in bundles.items():
+            logged = acks.state.catalog.count(seq) if acks is not None else None
+            if logged is not None and logged != n:
+                errors.append(f"{os.path.join(args.path, ack_log.LOG_NAME)}: segment {seq} holds {n} bundles, but the ack log "
+                              f"registered it with {logged}; opening uses the segment's count")
     missing, notes = find_missing(fs, args.path, files, spans, acks)
     lost, noted = recorded_absences(seg_dir, spans)
     for name, why in notes + noted:

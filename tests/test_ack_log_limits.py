@@ -123,6 +123,24 @@ def test_a_segment_registered_with_fewer_bundles_than_it_holds_delivers_the_rest
     reg.close()
 
 
+def test_quiver_verify_names_a_segment_registered_with_another_count(tmp_path, capsys):
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([1, 2])})}))
+        store.flush()
+        store.subscribe("a")
+    cp = tmp_path / log.CHECKPOINT_NAME
+    assert log.decode_checkpoint(cp.read_bytes(), "cp").catalog.items() == [(0, 1)]
+    cp.write_bytes(patched(cp.read_bytes(), log._CP_HEAD.size + 4 + 8, "<I", 5))
+    assert cli.main(["verify", str(tmp_path)]) == 1
+    assert "segment 0 holds 1 bundles, but the ack log registered it with 5; opening uses the segment's count" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    with QuiverStore.open(tmp_path, config) as store:
+        (report,) = store.stats()["corruption_reports"]
+        assert report["source"] == "ack log" and "registered it with 5" in report["error"]
+
+
 # -- numbers the store would fail to write back (struct.error at close) ---------------------------
 
 
