@@ -53,7 +53,7 @@ from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
 from .wal import replay
 from .wal.bundle_codec import BundleEncoder, Checked, decode_bundle
-from .wal.format import HEADER_LEN, MAX_SEQUENCE
+from .wal.format import HEADER_LEN
 from .wal.group_commit import GroupCommitter, Pending
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
 from .wal.writer import Position, WalWriter, probe_punch_hole
@@ -128,9 +128,9 @@ def segment_path(segments_dir: str, seq: int) -> str:
 def list_segment_seqs(fs: FileSystem, segments_dir: str) -> list[int]:
     out = []
     for name in fs.listdir(segments_dir):
-        stem = name[: -len(SEGMENT_SUFFIX)]
-        if name.endswith(SEGMENT_SUFFIX) and stem.isdigit() and int(stem) <= MAX_SEQUENCE:
-            out.append(int(stem))
+        seq = absent.sequence(name[: -len(SEGMENT_SUFFIX)]) if name.endswith(SEGMENT_SUFFIX) else None
+        if seq is not None:
+            out.append(seq)
     return sorted(out)
 
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from quiver_store import CorruptionError, QuiverStore, RecordBundle, SegmentConfig, absent, cli
-from quiver_store.engine import META_WAL_FIRST, META_WAL_LAST, newest_covered_sequence
+from quiver_store.engine import META_WAL_FIRST, META_WAL_LAST, list_segment_seqs, newest_covered_sequence
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.presence import SegmentSpan, segment_span
 from quiver_store.segment import OpenSegment, SegmentReader, write_segment
@@ -210,3 +210,21 @@ def test_an_event_time_column_past_the_i64_nanosecond_range_has_no_range(tmp_pat
     open_segment.append(RecordBundle({0: batch}, ingestion_time_ns=1))
     info = write_segment(open_segment, str(tmp_path / "1.qseg"), 1, event_time_columns={0: "t"})
     assert info.event_time_range_ns() is None
+
+
+def test_segment_file_names_of_non_ascii_digits_are_not_segments(tmp_path: Path) -> None:
+    """Found reading: str.isdigit() takes "\u00b2\u00b3" and int() refuses it, so a file named
+    `segments/\u00b2\u00b3.qseg` raised ValueError out of list_segment_seqs (QuiverStore.open and every
+    quiver command) and out of SegmentReader.open of that path. It is not a segment's name."""
+    batch = pa.record_batch({"s": pa.array(["a"])})
+    with QuiverStore.open(tmp_path) as store:
+        store.ingest(RecordBundle({0: batch}))
+        store.flush()
+    data = (tmp_path / "segments" / "0000000000000000.qseg").read_bytes()
+    (tmp_path / "segments" / "\u00b2\u00b3.qseg").write_bytes(data)
+    assert list_segment_seqs(DEFAULT_FS, str(tmp_path / "segments")) == [0]
+    with SegmentReader.open(str(tmp_path / "segments" / "\u00b2\u00b3.qseg")) as reader:
+        assert reader.info.seq == 0
+    assert cli.main(["verify", str(tmp_path)]) == 0
+    with QuiverStore.open(tmp_path) as store:
+        assert [b.slots[0]["s"].to_pylist() for _, _, b in store.bundles()] == [["a"]]

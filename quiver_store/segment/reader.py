@@ -104,7 +104,7 @@ class SegmentReader:
         if seq != footer.seq:
             raise CorruptionError(f"header seq {seq} differs from footer seq {footer.seq}", path, 16)
         stem = os.path.basename(path).removesuffix(".qseg")
-        if path.endswith(".qseg") and stem.isdigit() and int(stem) != seq:
+        if path.endswith(".qseg") and stem.isascii() and stem.isdigit() and int(stem) != seq:
             # The store numbers segments by file name and subscribers by this number: they must agree.
             raise CorruptionError(f"the file is named for segment {int(stem)} but holds segment {seq} (renamed by hand?)", path, 16)
 
