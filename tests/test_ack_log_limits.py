@@ -88,6 +88,22 @@ def test_a_gone_segment_registered_with_2_32_bundles_is_not_dropped_bundle_by_bu
     reg.close()
 
 
+def test_the_bundles_of_a_gone_segment_are_dropped_at_once(tmp_path, monkeypatch):
+    """Found by the fuzz target within the bound: a checkpoint segment of 3,735,552 bundles that is
+    gone was dropped bundle by bundle (a resolve and an encode_outcome each, ~7 s per open and a
+    timeout under the fuzzer). Now in one framing, writing the records encode_outcome writes."""
+    write_records(tmp_path, [SUBSCRIBE, log.encode_segment(5, 1000), log.encode_outcome(0, 5, 1, Outcome.ACK, 1)])
+    before = len((tmp_path / log.LOG_NAME).read_bytes())
+    monkeypatch.setattr(log, "encode_outcome", None)  # never called per bundle
+    reg = open_registry(tmp_path)
+    assert reg.describe()[0]["dropped_bundles"] == 999 and 5 not in reg.catalog
+    reg.abandon()
+    monkeypatch.undo()
+    dropped = (tmp_path / log.LOG_NAME).read_bytes()[before:]
+    ts = log.decode_body(log.OUTCOME, dropped[5:30])[5]  # type: ignore[index]
+    assert dropped == b"".join(log.encode_outcome(0, 5, i, Outcome.DROPPED, ts) for i in [0, *range(2, 1000)])
+
+
 def test_a_checkpoint_segment_of_2_32_bundles_is_malformed(tmp_path):
     payload = patched(checkpoint(), log._CP_HEAD.size + 4 + 8, "<I", 2**32 - 1)
     with pytest.raises(CorruptionError, match="bundle count 4294967295 is above 4194304"):

@@ -504,14 +504,10 @@ class SubscriberRegistry:
     def _drop_locked(self, seq: int, now_ns: int) -> dict[str, int]:
         dropped: dict[str, int] = {}
         for sub in self._by_id.values():
-            missing = sub.unresolved(seq, self.catalog)
+            missing = sub.drop_rest(seq, self.catalog)
             if not missing:
                 continue
-            records = []
-            for index in missing:
-                sub.resolve(seq, index, self.catalog)
-                records.append(log.encode_outcome(sub.sub_id, seq, index, Outcome.DROPPED, now_ns))
-            self._append(b"".join(records))
+            self._append(log.encode_outcomes(sub.sub_id, seq, missing, Outcome.DROPPED, now_ns))
             sub.dropped_total += len(missing)
             dropped[sub.name] = len(missing)
         if dropped:

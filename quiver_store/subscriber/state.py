@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import numpy as np
+
 from ..config import SubscriberConfig
 from ..errors import QuiverError
 
@@ -178,13 +180,24 @@ class SubscriberState:
         elif seq in self.partial:
             self.partial[seq] = {i for i in self.partial[seq] if i < count}
 
+    def drop_rest(self, seq: int, catalog: SegmentCatalog) -> list[int]:
+        """Resolve every bundle of `seq` not resolved yet at once (a drop); returns their indexes."""
+        missing = self.unresolved(seq, catalog)
+        if missing:
+            self.partial.pop(seq, None)
+            self.done.add(seq)
+            self.in_flight = {k for k in self.in_flight if k[0] != seq}
+            self.attempts = {k: v for k, v in self.attempts.items() if k[0] != seq}
+            self.advance(catalog)
+        return missing
+
     def unresolved(self, seq: int, catalog: SegmentCatalog) -> list[int]:
         """Bundle indexes of `seq` this subscriber still has to resolve."""
         if self.segment_resolved(seq):
             return []
-        count = catalog.count(seq) or 0
         got = self.partial.get(seq, set())
-        return [i for i in range(count) if i not in got]
+        everyone = np.arange(catalog.count(seq) or 0, dtype=np.int64)
+        return everyone[~np.isin(everyone, np.fromiter(got, np.int64, len(got)))].tolist()
 
     def forget_segment(self, seq: int, catalog: SegmentCatalog) -> None:
         """The segment left the catalog (deleted): drop every trace of it."""
