@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .wal.format import MAX_SEQUENCE
+from .wal.format import decimal
 
 META_KEY = "quiver.wal.absent"
 LOST = "lost"
@@ -56,19 +56,10 @@ def decode(text: str) -> list[Range]:
     for item in text.split(";"):
         span, _, kind = item.strip().partition(" ")
         lo, _, hi = span.partition("-")
-        first, last = sequence(lo), sequence(hi)
+        first, last = decimal(lo), decimal(hi)
         if kind in KINDS and first is not None and last is not None and first <= last:
             out.append((first, last, kind))
     return out
-
-
-def sequence(text: str) -> int | None:
-    """A WAL sequence number as the store writes it into segment metadata (ASCII decimal digits,
-    at most MAX_SEQUENCE); None for anything else, such as another writer's value. (`str.isdigit`
-    also takes digits such as "\u00b2" that int() refuses, and int() refuses over 4,300 digits.)"""
-    if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_SEQUENCE)) and int(text) <= MAX_SEQUENCE:
-        return int(text)
-    return None
 
 
 def uncovered(lo: int, hi: int, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -53,7 +53,7 @@ from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
 from .wal import replay
 from .wal.bundle_codec import BundleEncoder, Checked, decode_bundle
-from .wal.format import HEADER_LEN
+from .wal.format import HEADER_LEN, decimal
 from .wal.group_commit import GroupCommitter, Pending
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
 from .wal.writer import Position, WalWriter, probe_punch_hole
@@ -128,7 +128,7 @@ def segment_path(segments_dir: str, seq: int) -> str:
 def list_segment_seqs(fs: FileSystem, segments_dir: str) -> list[int]:
     out = []
     for name in fs.listdir(segments_dir):
-        seq = absent.sequence(name[: -len(SEGMENT_SUFFIX)]) if name.endswith(SEGMENT_SUFFIX) else None
+        seq = decimal(name[: -len(SEGMENT_SUFFIX)]) if name.endswith(SEGMENT_SUFFIX) else None
         if seq is not None:
             out.append(seq)
     return sorted(out)
@@ -152,7 +152,7 @@ def newest_covered_sequence(fs: FileSystem, segments_dir: str, info_of: Callable
         except QuiverError as exc:
             log.warning("segment %d unreadable while looking for the WAL floor: %s", seq, exc)
             continue
-        value = absent.sequence(info.metadata.get(META_WAL_LAST, ""))
+        value = decimal(info.metadata.get(META_WAL_LAST, ""))
         if value is not None:
             return value
     return -1

@@ -22,7 +22,7 @@ from .segment.info import SegmentInfo
 from .subscriber import ack_log
 from .subscriber.registry import RebuiltState, rebuild
 from .wal import sidecar
-from .wal.format import ENTRY_SYNCED, HEADER_LEN, decode_header
+from .wal.format import ENTRY_SYNCED, HEADER_LEN, decimal, decode_header
 from .wal.reader import Damage, scan
 from .wal.rotation import ACTIVE, QUARANTINE_DIR, chunk_name
 
@@ -86,7 +86,7 @@ def scan_wal_file(fs: FileSystem, generation: int | None, path: str) -> tuple[Wa
 
 
 def segment_span(info: SegmentInfo) -> SegmentSpan:
-    first, last = (absent.sequence(info.metadata.get(k, "")) for k in (META_WAL_FIRST, META_WAL_LAST))
+    first, last = (decimal(info.metadata.get(k, "")) for k in (META_WAL_FIRST, META_WAL_LAST))
     recorded = tuple(absent.decode(info.metadata.get(absent.META_KEY, "")))
     if first is not None and last is not None:
         return SegmentSpan(info.seq, first, last, recorded)
@@ -250,12 +250,24 @@ def _missing_wal_generations(fs: FileSystem, wal_dir: str, files: list[WalFile])
             f"WAL generation {point.generation} is missing: wal/truncate.offset says recovery starts in it at offset "
             f"{point.offset} (it is never deleted while the sidecar names it)",
         ))
-    needed = [g for g in range(lo, max(chunks, default=-1) + 1) if g not in chunks and g not in quarantined and g != (point.generation if point else None)]
+    needed = _absent_between(lo, max(chunks, default=-1), {*chunks, *quarantined, *([point.generation] if point else [])})
     if needed:
         why = (f"every rotated generation from the truncate point's ({lo}) to the newest ({chunks[-1]}) holds entries "
                "recovery still needs" if point else "there is no wal/truncate.offset, and no WAL file is reclaimed before one is written")
         gens = ", ".join(map(str, needed[:10])) + (" ..." if len(needed) > 10 else "")
         out.append((f"wal/{chunk_name(needed[0])}", f"rotated WAL generation(s) {gens} missing: {why}"))
+    return out
+
+
+def _absent_between(lo: int, hi: int, present: set[int]) -> list[int]:
+    """The first 11 numbers of lo..hi not in `present`, without walking the whole range (a stray
+    file can name a generation near 2**63)."""
+    out: list[int] = []
+    g = lo
+    while g <= hi and len(out) < 11:
+        if g not in present:
+            out.append(g)
+        g += 1
     return out
 
 

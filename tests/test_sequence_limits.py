@@ -9,6 +9,7 @@ read as damage (or ignored) above 2**63-1, so every later write fits."""
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -130,3 +131,41 @@ def test_ack_log_records_naming_a_segment_past_2_63_are_corrupt(record: bytes) -
         ack_log.decode_body(rtype, body)
     ok = ack_log.encode_segment((1 << 63) - 1, 1)
     assert ack_log.decode_body(ok[4], ok[5:-4]) == (ack_log.SEGMENT, (1 << 63) - 1, 1)
+
+
+@pytest.mark.parametrize("suffix", ["\u00b2", "99999999999999999999", str(wal.MAX_SEQUENCE + 1), "1x"])
+def test_wal_file_names_the_store_never_writes_are_not_wal_chunks(tmp_path: Path, suffix: str) -> None:
+    """Before, `quiver.wal.\u00b2` raised ValueError from int() in every open and quiver command, and
+    a generation past 2**64 became the active file's, which the sidecar (u64) cannot hold."""
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(bundle(0))
+    stranger = tmp_path / "wal" / f"quiver.wal.{suffix}"
+    stranger.write_bytes(b"not ours")
+    for command in (["verify"], ["inspect"], ["replay"], ["dump"]):
+        assert cli.main([*command, str(tmp_path)]) == 0, command
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(bundle(1))
+        store.flush()
+    with QuiverStore.open(tmp_path, config) as store:
+        assert [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()] == [0, 1]
+    assert stranger.read_bytes() == b"not ours"
+
+
+@pytest.mark.parametrize("generation", [wal.MAX_SEQUENCE, 10**6])
+def test_a_damaged_wal_chunk_far_past_the_others_is_reported_without_listing_every_generation(tmp_path: Path, capsys: pytest.CaptureFixture[str], generation: int) -> None:
+    """A file named like a chunk is the store's, so a damaged one far past the others is damage with
+    every generation between missing; before, verify and open built the list of those generations
+    (MemoryError, or the OOM killer, for a name near 2**63)."""
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(bundle(0))
+    stranger = tmp_path / "wal" / f"quiver.wal.{generation}"
+    stranger.write_bytes(b"not ours")
+    capsys.readouterr()
+    assert cli.main(["verify", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{stranger} at offset 0: WAL header is truncated (8 of 30 bytes)" in out
+    assert f"rotated WAL generation(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 ... missing: every rotated generation from the truncate point's (0) to the newest ({generation})" in " ".join(out.split())
+    with pytest.raises(CorruptionError, match=rf"^{re.escape(str(stranger))} at offset 0: WAL header is truncated"):
+        QuiverStore.open(tmp_path, config)  # a damaged chunk's entries cannot be vouched for

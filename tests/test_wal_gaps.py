@@ -22,7 +22,7 @@ from quiver_store import CorruptionError, QuiverStore, absent
 from quiver_store.cli import main
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.wal import sidecar
-from quiver_store.wal.format import ENTRY_SYNCED, HEADER_LEN, Entry
+from quiver_store.wal.format import ENTRY_SYNCED, HEADER_LEN, MAX_SEQUENCE, Entry
 from quiver_store.wal.reader import scan
 from quiver_store.wal.replay import WalCutError, WalGapError
 
@@ -138,8 +138,22 @@ def test_strict_refuses_a_gap_and_changes_nothing(rotated, tmp_path):
     before = digest(root)
     with pytest.raises(WalGapError, match=rf"quiver.wal.2 at offset {frames(root / 'wal' / 'quiver.wal.2')[0][0]}: WAL sequence\(s\) 10..19 missing .*'strict' refuses to open") as info:
         QuiverStore.open(root, rotated_config("strict"))
-    assert isinstance(info.value, CorruptionError) and info.value.missing_generations == (1,)
+    assert isinstance(info.value, CorruptionError) and list(info.value.missing_generations) == [1]
     assert digest(root) == before
+
+
+def test_a_chunk_renamed_near_2_63_is_a_gap_of_that_many_generations_not_a_list_of_them(rotated, tmp_path, capsys):
+    """Before, the gap's missing generations were built as a tuple (and verify's as a list): a
+    chunk named quiver.wal.<2**63-1> made both exhaust memory."""
+    root = copy_of(rotated, tmp_path / "store")
+    (root / "wal" / "quiver.wal.1").unlink()
+    far = MAX_SEQUENCE
+    (root / "wal" / "quiver.wal.2").rename(root / "wal" / f"quiver.wal.{far}")
+    with pytest.raises(WalGapError, match=r"generation\(s\) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 ... between the two are missing") as info:
+        QuiverStore.open(root, rotated_config("strict"))
+    assert info.value.missing_generations == range(1, far)
+    errors = verify_errors(root, capsys)
+    assert f"error: {root}/wal/quiver.wal.1: rotated WAL generation(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 ... missing: every rotated generation from the truncate point's (0) to the newest ({far}) holds entries recovery still needs" in errors
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -35,6 +35,15 @@ MIN_ENTRY_LEN = ENTRY_HEAD_LEN
 MAX_ENTRY_LEN = (1 << 31) - 1  # frames larger than this are treated as a corrupt length
 
 
+def decimal(text: str) -> int | None:
+    """A number as the store writes it into file names and segment metadata (ASCII decimal digits,
+    at most MAX_SEQUENCE); None for anything else, such as another writer's value. (`str.isdigit`
+    also takes digits such as "\u00b2" that int() refuses, and int() refuses over 4,300 digits.)"""
+    if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_SEQUENCE)) and int(text) <= MAX_SEQUENCE:
+        return int(text)
+    return None
+
+
 def encode_header(cfg_hash: bytes) -> bytes:
     return HEADER.pack(MAGIC, VERSION, 0, cfg_hash)
 

@@ -61,7 +61,7 @@ class WalGapError(CorruptionError):
     frame after the truncate point: `after_point`): the entries that held them are gone.
     `missing_generations`: rotated WAL files absent between the two frames' files (their loss)."""
 
-    def __init__(self, message: str, path: str, offset: int, missing_generations: tuple[int, ...] = (), after_point: bool = False) -> None:
+    def __init__(self, message: str, path: str, offset: int, missing_generations: range = range(0), after_point: bool = False) -> None:
         super().__init__(message, path, offset)
         self.missing_generations = missing_generations
         self.after_point = after_point
@@ -395,14 +395,14 @@ class _Follows:
             return
         lo, hi = max(last, self.covered) + 1, entry.sequence - 1
         plan.absent.append((lo, hi, LOST))
-        gone: tuple[int, ...] = ()
+        gone: range = range(0)
         if first:
             where = (f"the first frame recovery reads; the segments hold sequences up to {self.covered}, so neither "
                      "they nor the WAL hold these")
         elif previous is None:
             where = f"the frame before it has sequence {last}: frames were removed from inside the file"
         else:
-            gone = tuple(range(previous[0] + 1, gen))
+            gone = range(previous[0] + 1, gen)  # not a tuple: a stray file can name a generation near 2**63
             where = f"the file before it, {previous[1]}, ends with sequence {last}: " + (
                 f"rotated WAL generation(s) {', '.join(map(str, gone[:10]))}{' ...' if len(gone) > 10 else ''} between the two are missing"
                 if gone else "its last frames were cut off (a rotated file ends with its last frame)")

@@ -8,6 +8,7 @@ the newest chunk's (or the sidecar's generation when every chunk was deleted).
 from __future__ import annotations
 
 from ..fs import FileSystem
+from .format import decimal
 
 ACTIVE = "quiver.wal"
 QUARANTINE_DIR = "quarantine"
@@ -21,7 +22,9 @@ def list_chunks(fs: FileSystem, wal_dir: str) -> list[int]:
     """Generations of the rotated chunks present, ascending."""
     gens = []
     for name in fs.listdir(wal_dir):
-        if name.startswith(ACTIVE + ".") and name[len(ACTIVE) + 1 :].isdigit():
-            gens.append(int(name[len(ACTIVE) + 1 :]))
+        # names the store never writes (non-ASCII digits, past 2**63-1) are another program's files
+        generation = decimal(name[len(ACTIVE) + 1 :]) if name.startswith(ACTIVE + ".") else None
+        if generation is not None:
+            gens.append(generation)
     return sorted(gens)
 
