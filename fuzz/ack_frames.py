@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 import re
 import struct
 
@@ -28,7 +27,7 @@ from quiver_store.subscriber import ack_log as log
 from quiver_store.subscriber.registry import rebuild
 from quiver_store.subscriber.state import SubscriberState
 
-from .harness import Seeds, fuzz
+from .harness import fuzz, seed_each_kind
 from .store_files import check_with, template
 from .wal_frames import number, put
 
@@ -236,13 +235,7 @@ def first_kind(data: bytes) -> int:
 
 
 def seed(directory: str) -> None:
-    """For each kind of edit, an input whose first edit is of that kind."""
-    put_seed = Seeds(directory).put
-    rng = random.Random(0)
-    for kind in range(KINDS):
-        while first_kind(data := rng.randbytes(48)) != kind:
-            pass
-        put_seed(data)
+    seed_each_kind(directory, KINDS, first_kind, 48)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import types
+from collections.abc import Callable
 
 import atheris
 import numba.core.registry
@@ -46,3 +48,14 @@ class Seeds:
         with open(os.path.join(self.directory, f"seed{self.count}"), "wb") as f:
             f.write(data)
         self.count += 1
+
+
+def seed_each_kind(directory: str, kinds: int, first_kind: Callable[[bytes], int], length: int) -> None:
+    """Seeds for a recipe target: for each kind of edit, random bytes whose first edit is of that
+    kind (as the target's `first_kind` reads an input)."""
+    put = Seeds(directory).put
+    rng = random.Random(0)
+    for kind in range(kinds):
+        while first_kind(data := rng.randbytes(length)) != kind:
+            pass
+        put(data)

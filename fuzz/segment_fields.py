@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 from dataclasses import dataclass, field
 
 import atheris
@@ -26,7 +25,7 @@ import numpy as np
 
 from quiver_store.segment import format as fmt
 
-from .harness import Seeds, fuzz
+from .harness import fuzz, seed_each_kind
 from .store_files import check_with
 from .store_files import template as store_template
 from .wal_frames import EXTREMES, number
@@ -288,13 +287,7 @@ def first_kind(data: bytes) -> int:
 
 
 def seed(directory: str) -> None:
-    """For each kind of edit, an input whose first edit is of that kind."""
-    put_seed = Seeds(directory).put
-    rng = random.Random(0)
-    for kind in range(KINDS):
-        while first_kind(data := rng.randbytes(64)) != kind:
-            pass
-        put_seed(data)
+    seed_each_kind(directory, KINDS, first_kind, 64)
 
 
 if __name__ == "__main__":

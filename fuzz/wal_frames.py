@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 
 import atheris
 import crc32c
@@ -22,7 +21,7 @@ from quiver_store.wal import format as wal
 from quiver_store.wal.format import Entry
 from quiver_store.wal.reader import scan
 
-from .harness import Seeds, fuzz
+from .harness import fuzz, seed_each_kind
 from .store_files import check_with, template
 
 WAL = "wal/quiver.wal"
@@ -133,14 +132,8 @@ def first_kind(data: bytes, frames: int) -> int:
 
 
 def seed(directory: str) -> None:
-    """For each kind of edit, an input whose first edit is of that kind."""
-    put_seed = Seeds(directory).put
     frames = len(original()[1])
-    rng = random.Random(0)
-    for kind in range(KINDS):
-        while first_kind(data := rng.randbytes(48), frames) != kind:
-            pass
-        put_seed(data)
+    seed_each_kind(directory, KINDS, lambda data: first_kind(data, frames), 48)
 
 
 if __name__ == "__main__":

@@ -139,12 +139,18 @@ def test_a_segment_registered_with_fewer_bundles_than_it_holds_delivers_the_rest
     reg.close()
 
 
-def test_quiver_verify_names_a_segment_registered_with_another_count(tmp_path, capsys):
+def one_segment_subscribed(path: Path) -> StoreConfig:
+    """A closed store at `path` holding one segment of one bundle, and subscriber "a"; its config."""
     config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
-    with QuiverStore.open(tmp_path, config) as store:
+    with QuiverStore.open(path, config) as store:
         store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([1, 2])})}))
         store.flush()
         store.subscribe("a")
+    return config
+
+
+def test_quiver_verify_names_a_segment_registered_with_another_count(tmp_path, capsys):
+    config = one_segment_subscribed(tmp_path)
     cp = tmp_path / log.CHECKPOINT_NAME
     assert log.decode_checkpoint(cp.read_bytes(), "cp").catalog.items() == [(0, 1)]
     cp.write_bytes(patched(cp.read_bytes(), log._CP_HEAD.size + 4 + 8, "<I", 5))
@@ -279,11 +285,7 @@ def test_a_record_contradicting_the_registered_count_is_reported_and_ignored(tmp
 
 
 def test_quiver_verify_names_a_contradicting_record_and_the_store_opens(tmp_path, capsys):
-    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
-    with QuiverStore.open(tmp_path, config) as store:
-        store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([1, 2])})}))
-        store.flush()
-        store.subscribe("a")
+    config = one_segment_subscribed(tmp_path)
     with open(tmp_path / log.LOG_NAME, "ab") as f:
         f.write(log.encode_segment(0, 2))
     assert cli.main(["verify", str(tmp_path)]) == 1
