@@ -46,6 +46,7 @@ from .fs import DEFAULT_FS, FileSystem
 from .layout import DEFAULT_LAYOUT, Layout
 from .reentry import CallDepth, counted, run_noting_failure
 from .segment.accumulator import OpenSegment
+from .segment.format import MAX_SEGMENT_BUNDLES
 from .segment.info import SegmentInfo
 from .segment.writer import write_segment
 from .subscriber import ack_log
@@ -53,7 +54,7 @@ from .subscriber.hub import SubscriberHub
 from .subscriber.subscription import Subscription
 from .wal import replay
 from .wal.bundle_codec import BundleEncoder, Checked, decode_bundle
-from .wal.format import HEADER_LEN, decimal
+from .wal.format import HEADER_LEN, MAX_SEQUENCE, decimal
 from .wal.group_commit import GroupCommitter, Pending
 from .wal.rotation import ACTIVE, chunk_name, list_chunks
 from .wal.writer import Position, WalWriter, probe_punch_hole
@@ -812,6 +813,8 @@ class QuiverStore:
                 self._seal("target_size")
             elif self._open.stream_count >= seg_cfg.max_stream_count:
                 self._seal("max_stream_count")
+            elif self._open.bundle_count >= MAX_SEGMENT_BUNDLES:  # the ack log reads no larger count
+                self._seal("max_bundles")
         elif kind == "direct":
             self._apply_direct(item)
         elif kind == "seal":
@@ -932,6 +935,12 @@ class QuiverStore:
     def _finalize(self, sealed: _Sealed) -> SegmentInfo:
         assert sealed.segment is not None
         seq = self._next_segment_seq
+        if seq > MAX_SEQUENCE - FLOOR_RESERVE:  # (the data stays in memory and in the WAL)
+            raise CorruptionError(
+                f"segment numbers are used up: the next would be {seq}, and no number past {MAX_SEQUENCE} is "
+                f"read back; a damaged {seq_floor.NAME}, segment file name or ack log record set them this high. "
+                "Close the store and repair or remove that file", path=self.segments_dir,
+            )
         if self._floor_written <= seq:  # reserve a run of numbers: one floor write per FLOOR_RESERVE segments
             self._write_floor(seq + FLOOR_RESERVE, self._wal_covered + 1)
         metadata = {

@@ -20,7 +20,7 @@ import crc32c
 import pyarrow as pa
 import pytest
 
-from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, cli
+from quiver_store import QuiverStore, RecordBundle, SegmentConfig, StoreConfig, cli, engine
 from quiver_store.errors import CorruptionError, QuiverError
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.subscriber import ack_log as log
@@ -295,3 +295,25 @@ def test_quiver_verify_names_a_contradicting_record_and_the_store_opens(tmp_path
     with QuiverStore.open(tmp_path, config) as store:
         (report,) = store.stats()["corruption_reports"]
         assert report["source"] == "ack log" and report["action"] == "the record is ignored"
+
+
+def test_the_store_seals_a_segment_at_the_bundle_count_the_ack_log_reads(tmp_path, monkeypatch):
+    """A segment of more bundles would be registered with a count the ack log refuses on replay
+    (losing the outcomes after it); a large wal.max_size and target_size allowed one before."""
+    monkeypatch.setattr(engine, "MAX_SEGMENT_BUNDLES", 3)
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, config) as store:
+        sub = store.subscribe("a")
+        for i in range(7):
+            store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([i])})}))
+        store.flush()
+        assert [(s.bundle_count, s.metadata["quiver.finalize_reason"]) for s in store.segments()] == [(3, "max_bundles"), (3, "max_bundles"), (1, "flush")]
+        sub.next(timeout=0).ack()  # type: ignore[union-attr]
+    with QuiverStore.open(tmp_path, config) as store:  # the ack log's SEGMENT records replay
+        assert [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()] == list(range(7))
+        sub = store.subscribe("a")
+        delivered = []
+        while (delivery := sub.next(timeout=0)) is not None:
+            delivered.append(delivery.bundle.slots[0].column(0)[0].as_py())
+            delivery.ack()
+        assert delivered == list(range(1, 7))

@@ -20,6 +20,7 @@ import pytest
 
 from quiver_store import (
     CorruptionError,
+    QuiverError,
     QuiverStore,
     RecordBundle,
     SegmentConfig,
@@ -169,3 +170,28 @@ def test_a_damaged_wal_chunk_far_past_the_others_is_reported_without_listing_eve
     assert f"rotated WAL generation(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 ... missing: every rotated generation from the truncate point's (0) to the newest ({generation})" in " ".join(out.split())
     with pytest.raises(CorruptionError, match=rf"^{re.escape(str(stranger))} at offset 0: WAL header is truncated"):
         QuiverStore.open(tmp_path, config)  # a damaged chunk's entries cannot be vouched for
+
+
+def test_a_floor_that_leaves_no_segment_numbers_stops_finalizing_and_loses_nothing(tmp_path: Path) -> None:
+    """A CRC-valid next.seq (or segment name, or ack log record) just below 2**63 was taken; the
+    store then wrote segments up to 2**63-1 and a next one whose name no open reads back, losing its
+    bundles. Now finalize refuses, the bundles stay in the WAL, and they are stored once the floor
+    is repaired."""
+    config = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+    with QuiverStore.open(tmp_path, config) as store:
+        store.ingest(bundle(1))
+    segments = str(tmp_path / "segments")
+    floor, _ = seq_floor.read(DEFAULT_FS, segments)
+    seq_floor.write(DEFAULT_FS, segments, seq_floor.SequenceFloor(wal.MAX_SEQUENCE - 3, floor.wal_covered))
+    store = QuiverStore.open(tmp_path, config)
+    store.ingest(bundle(2))
+    with pytest.raises(QuiverError, match=r"segment numbers are used up: the next would be 9223372036854775804, and no number past 9223372036854775807 is read back"):
+        store.flush()
+    assert [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()] == [1]
+    with pytest.raises(QuiverError, match="closed without finalizing its open segment"):
+        store.close()
+    (tmp_path / "segments" / seq_floor.NAME).unlink()  # the repair
+    with QuiverStore.open(tmp_path, config) as store:
+        store.flush()
+        assert [b.slots[0].column(0)[0].as_py() for _, _, b in store.bundles()] == [1, 2]
+        assert [s.seq for s in store.segments()] == [0, 1]

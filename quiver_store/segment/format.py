@@ -58,6 +58,11 @@ MANIFEST_BUNDLE = np.dtype([("ingestion_time_ns", "<i8"), ("slot_bitmap", "<u8")
 MANIFEST_REF = np.dtype([("stream_id", "<u4"), ("batch", "<u4"), ("row_offset", "<u4"), ("row_count", "<u4")])
 MANIFEST_COUNTS = struct.Struct("<II")  # bundle_count, ref_count
 SCHEMA_ENTRY = struct.Struct("<HHI")  # slot, reserved, length
+# Bundles of one segment: the store seals an open segment when it holds this many, and the ack log
+# takes a larger count (or an index at or above it) for damage. Reconciling a segment that is gone
+# writes one `dropped` record per unresolved bundle (4 Mi of them take ~2.5 s and ~600 MB), so a
+# larger count read from a damaged record would exhaust memory and time.
+MAX_SEGMENT_BUNDLES = 1 << 22
 # What pyarrow raises for IPC bytes it cannot read: OSError (ArrowIOError) too, for a flatbuffer
 # that fails verification.
 IPC_ERRORS = (pa.ArrowException, ValueError, OSError)

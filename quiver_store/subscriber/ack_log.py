@@ -23,6 +23,7 @@ import numpy as np
 from .. import seq_floor
 from ..errors import CorruptionError, QuiverError, StoreClosedError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
+from ..segment.format import MAX_SEGMENT_BUNDLES
 from ..wal import sidecar
 from ..wal.format import MAX_SEQUENCE
 from .state import Outcome, SegmentCatalog, SubscriberState
@@ -37,11 +38,6 @@ _HEADER = struct.Struct("<8sHHQ")  # magic, version, reserved, generation; then 
 HEADER_SIZE = _HEADER.size + 4  # 24
 _FRAME_HEAD = struct.Struct("<IB")  # length of type+body, type
 MAX_BODY = 1024
-# Bundles of one segment: more is damage. Each bundle of an open segment holds a WAL entry of at
-# least ~370 bytes, so the default WAL cap (1 GiB) seals a segment before 2.9 million; reconciling
-# a segment that is gone writes one `dropped` record per unresolved bundle (4 Mi of them take
-# ~2.5 s and ~600 MB), so a larger count read from a damaged record would exhaust memory and time.
-MAX_SEGMENT_BUNDLES = 1 << 22
 # Subscriber ids are u32 and the checkpoint stores the next one to hand out, so the highest id
 # is one below 2**32-1; generations, marks and drop counts stay below 2**63 like sequences, so
 # whatever the store adds to them (a rotation, a drop) still fits where it is written.
