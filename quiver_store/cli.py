@@ -171,16 +171,15 @@ def _print_schema(console: Console, slot: int, group: list[SegmentInfo], conflic
 
 
 # -- verify ----------------------------------------------------------------------------------------
-def _content_damage(plan: RecoveryPlan | None, path: str) -> list[str]:
-    """Entries of WAL file `path` that recovery reads, whose CRC holds but whose content does not
-    decode into a bundle (QuiverStore.open skips them, losing those bundles)."""
-    damage = []
-    for entry, _, entry_path in plan.entries if plan else ():
-        if entry_path == path:
-            try:
-                decode_bundle(entry, None, path)
-            except CorruptionError as exc:
-                damage.append(f"{exc} (QuiverStore.open skips this entry)")
+def _content_damage(plan: RecoveryPlan | None) -> dict[str, list[str]]:
+    """Per WAL file, the entries recovery reads whose CRC holds but whose content does not decode
+    into a bundle (QuiverStore.open skips them, losing those bundles)."""
+    damage: dict[str, list[str]] = {}
+    for entry, _, path in plan.entries if plan else ():
+        try:
+            decode_bundle(entry, None, path)
+        except CorruptionError as exc:
+            damage.setdefault(path, []).append(f"{exc} (QuiverStore.open skips this entry)")
     return damage
 
 
@@ -192,6 +191,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         table.add_column(col)
     files: list[WalFile] = []
     plan = _open_plan(fs, wal_dir, seg_dir)
+    content_damage = _content_damage(plan)
     for generation, path in wal_files(fs, wal_dir):
         scanned, errs = scan_wal_file(fs, generation, path)
         # What recovery calls damage, read from where it starts (the sidecar's point), which a scan
@@ -201,7 +201,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         errs += [str(e) for e in (plan.corruptions if plan else []) if e.path == path and (
                  isinstance(e, WalCutError) or not any(x.startswith(f"{path} at offset {e.offset}:") for x in errs))
                  and not (isinstance(e, WalGapError) and (e.missing_generations or e.after_point))]
-        errs += _content_damage(plan, path)
+        errs += content_damage.get(path, [])
         reason = _recreated_intact(plan, path) if generation is None else None
         if reason is not None:
             files.append(WalFile(generation, path, [], False))  # no entry: as a freshly created log

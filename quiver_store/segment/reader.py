@@ -26,6 +26,7 @@ import pyarrow as pa
 from ..bundle import MAX_SLOTS, RecordBundle
 from ..errors import CorruptionError, QuiverError, disk_error
 from ..fs import DEFAULT_FS, FileSystem
+from ..wal.format import decimal
 from . import format as fmt
 from .codec import stream_codec
 from .info import SegmentInfo, StreamInfo
@@ -103,10 +104,10 @@ class SegmentReader:
         seq = fmt.check_header(self._bytes(0, fmt.HEADER_SIZE), path)
         if seq != footer.seq:
             raise CorruptionError(f"header seq {seq} differs from footer seq {footer.seq}", path, 16)
-        stem = os.path.basename(path).removesuffix(".qseg")
-        if path.endswith(".qseg") and stem.isascii() and stem.isdigit() and int(stem) != seq:
+        named = decimal(os.path.basename(path).removesuffix(".qseg")) if path.endswith(".qseg") else None
+        if named is not None and named != seq:
             # The store numbers segments by file name and subscribers by this number: they must agree.
-            raise CorruptionError(f"the file is named for segment {int(stem)} but holds segment {seq} (renamed by hand?)", path, 16)
+            raise CorruptionError(f"the file is named for segment {named} but holds segment {seq} (renamed by hand?)", path, 16)
 
         # canonical section placement: directory, manifest, metadata, footer, each 8-aligned back to back
         d_off, d_len = footer.directory_offset, footer.directory_length
