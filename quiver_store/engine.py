@@ -25,8 +25,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -43,6 +41,7 @@ from .errors import (
     disk_error,
 )
 from .fs import DEFAULT_FS, FileSystem
+from .handoff import Handoff
 from .layout import DEFAULT_LAYOUT, Layout
 from .reentry import CallDepth, counted, run_noting_failure
 from .segment.accumulator import OpenSegment
@@ -101,7 +100,7 @@ class _Sealed:
     last_sequence: int = -1
     end: Position | None = None  # WAL position just after its last entry
     reason: str = ""
-    waiters: list[Future] = field(default_factory=list)
+    waiters: list[Handoff] = field(default_factory=list)
     direct: bool = False  # one WAL-bypassing bundle: its producer waits on `waiters` for the file
 
 
@@ -489,7 +488,8 @@ class QuiverStore:
         self._halted: BaseException | None = None  # a logged bundle the open segment could not take
         self._closed = False
         self._closer: int | None = None  # the thread running close(); a concurrent close waits for it
-        self._close_cv = threading.Condition(threading.Lock())
+        self._close_lock = threading.Lock()  # taken directly in blocks, as _lock is
+        self._close_cv = threading.Condition(self._close_lock)
         # Ingests under way, per thread: close() refuses new ones, then waits for those of other
         # threads before it finalizes and closes the WAL (an append on a closed descriptor could land
         # in another file). Its own thread's count may be stale: a signal handler's exception can
@@ -660,7 +660,7 @@ class QuiverStore:
         assert ts is not None
         if any(batch is not bundle.slots[slot] for slot, _, batch, _ in checked):
             bundle = RecordBundle({slot: batch for slot, _, batch, _ in checked}, bundle.fingerprints, ts)
-        written: Future = Future()
+        written: Handoff[SegmentInfo] = Handoff()
         req = self._committer.append_direct(ts, (bundle, written, size))
         info: SegmentInfo = written.result()
         return BundleReceipt(req.sequence, None, None, ts, info.seq)
@@ -730,7 +730,7 @@ class QuiverStore:
             self._apply_cv.notify_all()
 
     def _wait_applied(self) -> None:
-        fut: Future = Future()
+        fut: Handoff[None] = Handoff()
         self._push(("barrier", fut))
         fut.result()
 
@@ -855,7 +855,7 @@ class QuiverStore:
         self._open_first = seq
         self._open_deadline = time.monotonic() + self.config.segment.max_open_duration
 
-    def _seal(self, reason: str, fut: Future | None = None) -> None:
+    def _seal(self, reason: str, fut: Handoff | None = None) -> None:
         """Hand the open segment (or, when empty, a barrier) to the finalizer."""
         with self._lock:
             if self._abandoned:
@@ -884,7 +884,7 @@ class QuiverStore:
         while len(self._sealed) >= 2 and not self._stopping:
             self._cv.wait(0.5)
 
-    def _request_seal(self, reason: str, fut: Future | None = None) -> None:
+    def _request_seal(self, reason: str, fut: Handoff | None = None) -> None:
         self._push(("seal", reason, fut))
 
     # -- finalizer ---------------------------------------------------------------------------------
@@ -929,8 +929,7 @@ class QuiverStore:
                     self._sealed.popleft()
                 self._cv.notify_all()
             for w in sealed.waiters:
-                if not w.done():
-                    w.set_result(info)
+                w.set_result(info)
 
     def _finalize(self, sealed: _Sealed) -> SegmentInfo:
         assert sealed.segment is not None
@@ -995,12 +994,12 @@ class QuiverStore:
         if not isinstance(reason, str) or not reason:
             raise ConfigError(f"finalize_now(reason=...): the reason must be a non-empty str, got {reason!r}")
         self._committer.commit_buffered()
-        fut: Future = Future()
+        fut: Handoff[SegmentInfo | None] = Handoff()
         self._request_seal(reason, fut)
         while True:
             try:
                 return fut.result(timeout=FINALIZE_POLL)
-            except FutureTimeout:
+            except TimeoutError:
                 # A finalizer that keeps failing (a dead disk) fills the sealed queue, and the applier
                 # then waits for room and never reaches this request: report the failure instead of
                 # hanging. (With room left, the request is queued and hears of the next failure.)
@@ -1042,7 +1041,7 @@ class QuiverStore:
         with self._calls.inside():  # a signal handler's close() during this one runs after it
             claimed = False  # set before self._closer, so a signal between the two hands nothing back
             try:
-                with self._close_cv:
+                with self._close_lock:
                     while self._closer is not None:
                         self._close_cv.wait()
                     if self._closed:
@@ -1052,7 +1051,7 @@ class QuiverStore:
                 self._close()
             finally:
                 if claimed:  # closed, failed or cut short: waiters look again, and close if need be
-                    with self._close_cv:
+                    with self._close_lock:
                         self._closer = None
                         self._close_cv.notify_all()
 
@@ -1371,6 +1370,5 @@ class QuiverStore:
         return out
 
 
-def _fail(waiter: Future, error: BaseException) -> None:
-    if not waiter.done():
-        waiter.set_exception(error)
+def _fail(waiter: Handoff, error: BaseException) -> None:
+    waiter.set_exception(error)

@@ -7,7 +7,9 @@ chance; these helpers pin one down so a test can hit it every time."""
 
 from __future__ import annotations
 
+import dis
 import inspect
+import itertools
 import sys
 import threading
 from collections.abc import Callable
@@ -69,3 +71,53 @@ def run_on_a_thread(body: Callable[[], None], timeout: float = 20.0) -> None:
     assert not worker.is_alive(), f"hung for {timeout:.0f} s"
     if errors:
         raise errors[0]
+
+
+
+def _after_check(code: Any) -> frozenset[int]:
+    """Offsets of the instructions before which CPython 3.11 runs pending signal handlers in `code`,
+    besides its entry: each one after a call or a backward jump (its eval breaker is checked on
+    entering a function, when a call returns and on backward jumps; BEFORE_WITH, for one, is not)."""
+    found = _CHECKS.get(code)
+    if found is None:
+        found = frozenset(
+            after.offset for before, after in itertools.pairwise(dis.get_instructions(code))
+            if before.opname in ("CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD")
+        )
+        _CHECKS[code] = found
+    return found
+
+
+_CHECKS: dict[Any, frozenset[int]] = {}
+
+
+def raise_at_check(index: int, files: tuple[str, ...], exc: type[BaseException] = KeyboardInterrupt) -> Any:
+    """A trace function that raises `exc` at the `index`-th point (counting from 0) where a signal
+    handler could run in frames of code from `files` (`_after_check`), or never if fewer are
+    reached. Walking `index` from 0 until a call ends on its own puts a handler's exception at
+    each such point in turn. `fired_in()` on the returned function names the function it was
+    raised in (its qualified name), or is None."""
+    seen = 0
+    fired: list[str] = []
+
+    def point(frame: Any) -> None:
+        nonlocal seen
+        if seen == index and not fired:
+            fired.append(frame.f_code.co_qualname)
+            raise exc
+        seen += 1
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "opcode" and frame.f_lasti in _after_check(frame.f_code):
+            point(frame)
+        return local
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:  # called as each frame begins: its entry
+        if frame.f_code.co_filename not in files:
+            return None
+        point(frame)
+        frame.f_trace_opcodes = True
+        return local
+
+    trace.fired_in = lambda: fired[0] if fired else None  # type: ignore[attr-defined]
+    return trace

@@ -13,6 +13,7 @@ from typing import Any
 from ..config import StoreConfig
 from ..errors import QuiverError
 from ..fs import DEFAULT_FS, FileSystem
+from ..handoff import Handoff
 from ..retention import Retention, core_label
 from . import otel
 from .registry import BundleReader, SegmentRef, Start, SubscriberRegistry
@@ -44,7 +45,7 @@ class SubscriberHub:
         self.retention = retention
         self._closed = False
         self._close_lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop: Handoff[None] = Handoff()  # not an Event: Event.set() takes a Condition (handoff.py)
         self._interval = interval
         self._thread: threading.Thread | None = None
         self.maintenance_errors = 0
@@ -187,6 +188,6 @@ class SubscriberHub:
 
     def stop_thread(self, timeout: float | None = None) -> None:
         """Stop the maintenance thread and wait for it (up to `timeout` seconds); the ack log stays open."""
-        self._stop.set()
+        self._stop.set_result(None)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)

@@ -34,28 +34,31 @@ class Preallocator:
 
     def __init__(self, writer: WalWriter, name: str) -> None:
         self.writer = writer
-        self._wake = threading.Condition(threading.Lock())
+        # Blocks take the lock itself, not the Condition, whose __enter__ is Python code: a signal's
+        # exception there can leave the lock held (engine.py says more).
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
         self._requested = False
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def request(self) -> None:
-        with self._wake:
+        with self._lock:
             if not self._requested:
                 self._requested = True
                 self._wake.notify_all()
 
     def stop(self) -> None:
         """Stop and join the thread (an extension in progress finishes first)."""
-        with self._wake:
+        with self._lock:
             self._stopping = True
             self._wake.notify_all()
         self._thread.join()
 
     def _run(self) -> None:
         while True:
-            with self._wake:
+            with self._lock:
                 while not self._requested and not self._stopping:
                     self._wake.wait()
                 if self._stopping:
@@ -66,7 +69,7 @@ class Preallocator:
             except OSError as exc:  # no zero tail this time: appends still work, only slower
                 self.writer.stats["preallocate_errors"] += 1
                 log.warning("WAL pre-extension failed (appends continue without it): %s", exc)
-                with self._wake:
+                with self._lock:
                     if not self._stopping:
                         self._wake.wait(RETRY_DELAY)
                     self._requested = True
