@@ -1,4 +1,4 @@
-"""numba loops for sort keys and id encodings: one fused, branchy pass each, writing into arrays the
+"""numba loops for sort keys, id encodings and id checks: one fused, branchy pass each, writing into arrays the
 caller allocated with numpy (numba's own allocations page-fault; numpy's do not).
 
 Arithmetic wraps at the width of ``out`` (u16 or u32), so decoding ``encode(x)`` gives ``x`` back
@@ -449,6 +449,70 @@ def _merge_attr_values(
     return -1
 
 
+# --- id checks of the encoder's input ------------------------------------------------------------
+
+
+def _ids_present(ids: np.ndarray, keys: np.ndarray, bitmap: np.ndarray, offset: int, limit: int) -> int:
+    """1 when every id is one of the valid keys, 0 when one is not, -1 when the largest valid key
+    reaches ``limit`` (too large for a presence table). ``ids`` has no nulls."""
+    check = bitmap.size != 0
+    top = -1
+    for j in range(keys.size):
+        if check:
+            bit = offset + j
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                continue
+        top = max(top, int(keys[j]))
+    if top < 0:
+        return 0 if ids.size else 1
+    if top >= limit:
+        return -1
+    present = np.zeros(top + 1, dtype=np.bool_)
+    for j in range(keys.size):
+        if check:
+            bit = offset + j
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                continue
+        present[keys[j]] = True
+    for i in range(ids.size):
+        v = int(ids[i])
+        if v > top or not present[v]:
+            return 0
+    return 1
+
+
+def _most_repeated(values: np.ndarray, bitmap: np.ndarray, offset: int) -> int:
+    """The valid value occurring most often (the smallest of equally frequent ones) when it occurs
+    more than once, else -1; -2 when the largest valid value is at least 8 x valid + 1024 (a
+    counting table would be too sparse)."""
+    check = bitmap.size != 0
+    top = -1
+    valid = 0
+    for j in range(values.size):
+        if check:
+            bit = offset + j
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                continue
+        valid += 1
+        top = max(top, int(values[j]))
+    if valid < 2:
+        return -1
+    if top >= 8 * valid + 1024:
+        return -2
+    counts = np.zeros(top + 1, dtype=np.int64)
+    for j in range(values.size):
+        if check:
+            bit = offset + j
+            if not (bitmap[bit >> 3] >> (bit & 7)) & 1:
+                continue
+        counts[values[j]] += 1
+    best = 0
+    for v in range(top + 1):
+        if counts[v] > counts[best]:
+            best = v
+    return best if counts[best] > 1 else -1
+
+
 # --- gathering mostly-null columns in sorted order ----------------------------------------------
 
 
@@ -542,6 +606,8 @@ scatter_values = _compile(_scatter_values)
 scatter_bits = _compile(_scatter_bits)
 scatter_lengths = _compile(_scatter_lengths)
 scatter_bytes = _compile(_scatter_bytes)
+ids_present = _compile(_ids_present)
+most_repeated = _compile(_most_repeated)
 
 CACHED: bool = all(_cached)
 """True when the compiled kernels are cached on disk (False: compiled in every process)."""
