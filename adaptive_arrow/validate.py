@@ -72,7 +72,7 @@ def _all_in(ids: pa.Array, keys: pa.Array) -> bool:
     """
     if len(ids) == 0:
         return True
-    if pa.types.is_unsigned_integer(ids.type) and pa.types.is_unsigned_integer(keys.type):
+    if _narrow(ids.type) and _narrow(keys.type):
         bitmap, offset = validity(keys)
         found = kernels.ids_present(_values(ids), _values(keys), bitmap, offset, _MAX_TABLE)
         if found >= 0:
@@ -82,6 +82,11 @@ def _all_in(ids: pa.Array, keys: pa.Array) -> bool:
     if len(keys) == 0:
         return False
     return bool(pc.all(pc.is_in(ids, value_set=keys)).as_py())
+
+
+def _narrow(type_: pa.DataType) -> bool:
+    """Unsigned and at most 32 bits wide: values the id kernels read as int64 (ids are u16 / u32)."""
+    return pa.types.is_unsigned_integer(type_) and type_.bit_width <= 32
 
 
 def _values(array: pa.Array) -> np.ndarray:
@@ -128,7 +133,7 @@ def check_ids(bundle: OtapBundle) -> None:
 def _first_duplicate(ids: pa.Array) -> int | None:
     """A non-null value that occurs more than once, or None (the most frequent one from a
     counting table for dense small unsigned ids, the smallest repeated one from a sort otherwise)."""
-    if pa.types.is_unsigned_integer(ids.type):
+    if _narrow(ids.type):
         bitmap, offset = validity(ids)
         found = int(kernels.most_repeated(_values(ids), bitmap, offset))
         if found != -2:  # -2: too sparse for a counting table

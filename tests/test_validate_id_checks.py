@@ -1,8 +1,9 @@
 """The encoder's id checks read Arrow buffers in one kernel each and must answer as the numpy
 computations they replaced: ``_all_in`` as set membership of the ids in the valid keys,
-``_first_duplicate`` as the most frequent repeated value (counting table) or the smallest repeated
-one (sort, for sparse or signed ids). Columns are sliced so bit offsets are exercised, and values
-reach the limits where the kernels hand over to the general path.
+``_first_duplicate`` (u16 / u32 ids, as the schema checks allow) as the most frequent repeated
+value (counting table) or the smallest repeated one (sort, for sparse ids). Columns are sliced so
+bit offsets are exercised, and values reach the limits where the kernels hand over to the
+general path (sparse ids, 64-bit ids).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from hypothesis import strategies as st
 
 from adaptive_arrow import validate
 
-values = st.lists(st.one_of(st.none(), st.integers(0, 40), st.integers(0, 2**32 - 1)), max_size=60)
-types = st.sampled_from([pa.uint16(), pa.uint32(), pa.int32()])
+values = st.lists(st.one_of(st.none(), st.integers(0, 40), st.integers(0, 2**64 - 1)), max_size=60)
+types = st.sampled_from([pa.uint16(), pa.uint32(), pa.int32(), pa.uint64()])
 
 
 def _column(items: list[int | None], type_: pa.DataType, skip: int) -> pa.Array:
-    top = 2**16 - 1 if type_ == pa.uint16() else 2**31 - 1
+    top = {pa.uint16(): 2**16 - 1, pa.uint32(): 2**32 - 1, pa.uint64(): 2**64 - 1}.get(type_, 2**31 - 1)
     items = [None if v is None else v % (top + 1) for v in items]
     return pa.array([3, None] * 5 + items, type_).slice(skip)  # bit offsets 0 to 9
 
@@ -44,14 +45,19 @@ def _old_first_duplicate(ids: pa.Array) -> int | None:
 @given(values, types, st.integers(0, 9))
 def test_first_duplicate_equals_the_numpy_computation(items: list[int | None], type_: pa.DataType, skip: int) -> None:
     ids = _column(items, type_, skip)
-    assert validate._first_duplicate(ids) == _old_first_duplicate(ids)
+    found = validate._first_duplicate(ids)
+    if type_ != pa.uint64():  # ids are u16 / u32; 64-bit ones take the sort: any repeated value
+        assert found == _old_first_duplicate(ids)
+    valid = [v for v in ids.to_pylist() if v is not None]
+    assert (found is None) == (len(set(valid)) == len(valid))
+    assert found is None or valid.count(found) > 1
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.integers(0, 2**32 - 1), max_size=40),
+    st.lists(st.integers(0, 2**64 - 1), max_size=40),
     values,
-    st.sampled_from([pa.uint16(), pa.uint32()]),
+    st.sampled_from([pa.uint16(), pa.uint32(), pa.uint64()]),
     st.integers(0, 9),
     st.booleans(),
 )
