@@ -134,6 +134,21 @@ def test_a_record_batch_with_other_rows_than_its_chunks_is_damage(tmp_path: Path
     assert cli.main(["verify", str(tmp_path)]) == 1
 
 
+def test_a_slice_holding_another_slots_columns_is_damage(tmp_path: Path) -> None:
+    """Two slots' slices swapped, with equal row counts and each CRC right: bundle 0 was given
+    slot 1's rows as its slot 0 batch, with no error; only verify() compared a stream's columns
+    with the directory's."""
+    names, numbers = pa.record_batch({"s": pa.array(["a", "b"])}), pa.record_batch({"n": pa.array([1, 2])})
+    streams: list[Stream] = [(0, [names]), (1, [numbers])]
+    swapped = [ipc_file([numbers]), ipc_file([names])]
+    path = store_with(tmp_path, segment(streams, [[(0, 0, 0, 2), (1, 0, 0, 2)]], slices=swapped))
+    with SegmentReader.open(path) as reader:
+        with pytest.raises(CorruptionError, match=r"stream 0: directory lists columns \('s',\), the data has \['n'\]") as caught:
+            reader.bundle(0)
+        assert caught.value.offset == reader._footer.directory_offset
+    assert cli.main(["verify", str(tmp_path)]) == 1
+
+
 def test_a_deeply_nested_metadata_document_is_damage(tmp_path: Path) -> None:
     """json.loads raises RecursionError, which decode_metadata did not catch."""
     batch = pa.record_batch({"s": pa.array(["a"])})

@@ -302,6 +302,13 @@ class SegmentReader:
                 self.path,
                 stream.offset,
             )
+        names = reader.schema.names
+        if sorted(names) != sorted(stream.present_columns):  # another slot's slice: its columns would pass as these
+            raise CorruptionError(
+                f"stream {sid}: directory lists columns {stream.present_columns}, the data has {names}",
+                self.path,
+                self._footer.directory_offset + sid * fmt.DIRECTORY_ENTRY.itemsize,
+            )
         self._readers[sid] = reader
         return reader
 
@@ -426,15 +433,9 @@ class SegmentReader:
             self._verify_streams = verify_streams
 
     def _check_statistics(self, stream: StreamInfo, batches: list[pa.RecordBatch]) -> None:
-        """The directory's present columns and event-time range agree with the stream's data."""
+        """The directory's event-time range agrees with the stream's data (its present columns were
+        checked when the stream was opened)."""
         at = self._footer.directory_offset + stream.stream_id * fmt.DIRECTORY_ENTRY.itemsize
-        names = self._stream_reader(stream.stream_id).schema.names
-        if sorted(names) != sorted(stream.present_columns):
-            raise CorruptionError(
-                f"stream {stream.stream_id}: directory lists columns {stream.present_columns}, the data has {names}",
-                self.path,
-                at,
-            )
         column = self.info.event_time_columns.get(stream.slot)
         recorded = (stream.event_time_min_ns, stream.event_time_max_ns)
         actual = event_time_range(batches, column) if column else None
