@@ -5,13 +5,10 @@ fuzz/__init__.py).
 CRC and replay never reads a record's fields. Here the input is a recipe of edits to the records
 of the crashed template store's ack log (record types, every numeric field set to extreme values,
 subscriber names, cut bodies, appended bytes, records duplicated, dropped, swapped or inserted with
-any type and values, the header's generation, a rotation that splits the log into two files) and,
-when the recipe asks for one, to an ack checkpoint encoded from the template's state (every field
-of its header, segments and subscribers, its counts, bytes, cuts). Every record is then framed
-with its correct length and CRC (the checkpoint and the header too), and the store goes through
-the same tools and opens as in `store_files`. The template holds no checkpoint and only an ack
-and a nack of one subscriber, so the checkpoint is encoded here, with a second (orphaned)
-subscriber, a done segment, gaps, drops, and a segment the disk no longer has."""
+any type and values, the header's generation, a rotation that splits the log into two files) and
+to the template's ack checkpoint (every field of its header, segments and subscribers, its
+counts, bytes, cuts). Every record is then framed with its correct length and CRC (the checkpoint
+and the header too), and the store goes through the same tools and opens as in `store_files`."""
 
 from __future__ import annotations
 
@@ -24,8 +21,6 @@ import atheris
 import crc32c
 
 from quiver_store.subscriber import ack_log as log
-from quiver_store.subscriber.registry import rebuild
-from quiver_store.subscriber.state import SubscriberState
 
 from .harness import fuzz, seed_each_kind
 from .store_files import check_with, template
@@ -33,7 +28,7 @@ from .wal_frames import number, put
 
 EDITS = 10  # at most, per input
 KINDS = 16
-FIRST_CHECKPOINT_KIND = 12  # kinds from here on edit the checkpoint (and make one when there is none)
+FIRST_CHECKPOINT_KIND = 12  # kinds from here on edit the checkpoint
 BODIES = {
     log.SEGMENT: log._SEGMENT,
     log.SUBSCRIBE: log._SUBSCRIBE,
@@ -64,6 +59,13 @@ def layout(fixed: struct.Struct) -> list[tuple[int, int]]:
 
 
 @functools.cache
+def generation() -> int:
+    """The generation in the template ack log's header."""
+    with open(os.path.join(template(), log.LOG_NAME), "rb") as f:
+        return int(log._HEADER.unpack(f.read(log._HEADER.size))[3])
+
+
+@functools.cache
 def original() -> tuple[tuple[int, bytes], ...]:
     """The template ack log's records as (type, body), read with the store's own scanner and
     encoded back with its encoders."""
@@ -75,28 +77,21 @@ def original() -> tuple[tuple[int, bytes], ...]:
 
 @functools.cache
 def checkpoint() -> tuple[bytes, tuple[tuple[int, int], ...]]:
-    """A checkpoint (without its CRC) of the template's state plus a segment gone from disk that
-    both subscribers resolved, and an orphaned subscriber "b" with drops and gaps; with the
-    (offset, width) of each of its numeric fields (counts included)."""
-    with open(os.path.join(template(), log.LOG_NAME), "rb") as f:
-        state = rebuild(None, log.iter_records(f.read()), "")
-    catalog = state.catalog
-    gone = catalog.max_seen + 1
-    catalog.add(gone, 2)
-    state.subscribers[0].done.add(gone)
-    b = SubscriberState("b", state.next_sub_id, -1, 1, True, 1, {gone}, {0: {1, 2}})
-    subs = [*state.subscribers.values(), b]
-    payload = log.encode_checkpoint(1, log.HEADER_SIZE, 1, catalog, subs, b.sub_id + 1)
+    """The template's checkpoint (without its CRC), with the (offset, width) of each of its numeric
+    fields (counts included)."""
+    with open(os.path.join(template(), log.CHECKPOINT_NAME), "rb") as f:
+        payload = f.read()
+    state = log.decode_checkpoint(payload, log.CHECKPOINT_NAME)
     fields = layout(log._CP_HEAD)[3:]  # after magic, version, reserved
     at = log._CP_HEAD.size
     fields.append((at, 4))
     at += 4
-    for _ in catalog.items():
+    for _ in state.catalog.items():
         fields += [(at, 8), (at + 8, 4)]
         at += 12
     fields.append((at, 4))
     at += 4
-    for sub in subs:
+    for sub in state.subscribers:
         fields += [(at + o, w) for o, w in layout(log._CP_SUB)]
         at += log._CP_SUB.size + len(sub.name.encode())
         fields += [(at, 4)] + [(at + 4 + 8 * i, 8) for i in range(len(sub.done))]
@@ -116,9 +111,9 @@ class Recipe:
 
     def __init__(self) -> None:
         self.records = [(rtype, bytearray(body)) for rtype, body in original()]
-        self.generation = 1
+        self.generation = generation()
         self.split: int | None = None  # records before it go to the rotated file ack.log.<generation>
-        self.checkpoint: bytearray | None = None
+        self.checkpoint = bytearray(checkpoint()[0])
 
     def files(self) -> dict[str, bytes]:
         """The ack log file(s) and checkpoint, every record, header and checkpoint CRC right."""
@@ -131,9 +126,8 @@ class Recipe:
                 f"{log.LOG_NAME}.{self.generation}": log.encode_header(self.generation) + b"".join(framed[:split]),
                 log.LOG_NAME: log.encode_header(newer) + b"".join(framed[split:]),
             }
-        if self.checkpoint is not None:
-            body = bytes(self.checkpoint)
-            out[log.CHECKPOINT_NAME] = body + crc32c.crc32c(body).to_bytes(CRC, "little")
+        body = bytes(self.checkpoint)
+        out[log.CHECKPOINT_NAME] = body + crc32c.crc32c(body).to_bytes(CRC, "little")
         return out
 
 
@@ -199,10 +193,8 @@ def edit(fdp: atheris.FuzzedDataProvider, recipe: Recipe) -> None:
 
 
 def edit_checkpoint(fdp: atheris.FuzzedDataProvider, recipe: Recipe, kind: int) -> None:
-    """One edit to the checkpoint (encoded from the template's state at the first such edit)."""
-    payload, fields = checkpoint()
-    if recipe.checkpoint is None:
-        recipe.checkpoint = bytearray(payload)
+    """One edit to the checkpoint."""
+    fields = checkpoint()[1]
     cp = recipe.checkpoint
     if kind == 12:  # a field: generation, offset, times, marks, counts, segments, ids, gaps
         offset, width = fields[fdp.ConsumeIntInRange(0, len(fields) - 1)]
@@ -214,7 +206,7 @@ def edit_checkpoint(fdp: atheris.FuzzedDataProvider, recipe: Recipe, kind: int) 
     elif kind == 14:
         del cp[fdp.ConsumeIntInRange(12, len(cp)) :]
     else:
-        cp += fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 64))  # 0: the checkpoint as encoded
+        cp += fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 64))
 
 
 def one(data: bytes) -> None:

@@ -26,11 +26,11 @@ import numpy as np
 from quiver_store.segment import format as fmt
 
 from .harness import fuzz, seed_each_kind
-from .store_files import check_with
+from .store_files import SEGMENTS, check_with
 from .store_files import template as store_template
 from .wal_frames import EXTREMES, number
 
-SEGMENT = "segments/0000000000000000.qseg"
+SEGMENT = SEGMENTS[2]  # zstd
 EDITS = 10  # at most, per input
 # Numeric fields of a directory entry (the fingerprint is edited as bytes).
 ENTRY_FIELDS = tuple(n for n in fmt.DIRECTORY_ENTRY.names or () if n != "fingerprint")

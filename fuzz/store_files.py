@@ -1,12 +1,13 @@
 """One file of a crashed store replaced by fuzz input (see fuzz/__init__.py).
 
-Input: byte 0 picks the file (mod 6), the rest is its new content. The crashed store is made
+Input: byte 0 picks the file (mod 9), the rest is its new content. The crashed store is made
 once (FUZZ_STORE_TEMPLATE names it; `python -m fuzz` keeps it in its output folder)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import io
 import logging
@@ -17,38 +18,78 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
-from quiver_store import QuiverError, QuiverStore, SegmentConfig, StoreConfig, WalConfig, cli
+from adaptive_arrow.store_layout import OTAP_LAYOUT
+from quiver_store import (
+    QuiverError,
+    QuiverStore,
+    RecordBundle,
+    RetentionConfig,
+    SegmentConfig,
+    SegmentReader,
+    StoreConfig,
+    WalConfig,
+    cli,
+)
 
 from .harness import Seeds, fuzz
 
-FILES = ("wal/quiver.wal", "segments/0000000000000000.qseg", "ack.log", "ack.checkpoint", "wal/truncate.offset", "segments/next.seq")
-CONFIG = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
+SEGMENTS = tuple(f"segments/{seq:016d}.qseg" for seq in (1, 2, 3))  # 1 and 2 uncompressed, 3 zstd
+FILES = ("wal/quiver.wal", SEGMENTS[0], "ack.log", "ack.checkpoint", "wal/truncate.offset", "segments/next.seq",
+         "wal/quiver.wal.6", *SEGMENTS[1:])  # fmt: skip
+# Small WAL files so the template's WAL rotates; the maintenance timer never runs by itself, so
+# the template's one retention sweep is the explicit one.
+CONFIG = StoreConfig(
+    segment=SegmentConfig(max_open_duration=3600.0, compression="zstd"),
+    wal=WalConfig(max_size=1 << 20, rotation_size=8192, preallocate=4096),
+    retention=RetentionConfig(max_age=3600.0, maintenance_interval=3600.0),
+)
 WORK = tempfile.mkdtemp(prefix="fuzz-store-")
 atexit.register(shutil.rmtree, WORK, True)
 
 CRASHED_STORE = """
-import os, sys
+import dataclasses, os, sys
 import otap_model
 from adaptive_arrow import Encoder
-from quiver_store import QuiverStore, SegmentConfig, StoreConfig
-store = QuiverStore.open(sys.argv[1], StoreConfig(segment=SegmentConfig(max_open_duration=3600.0)))
-encoder = Encoder("logs")
-for bundle in otap_model.generate("logs", 30, batch_size=10, seed=1):
-    store.ingest(encoder.encode_records(bundle))
+from adaptive_arrow.store_layout import OTAP_LAYOUT
+from quiver_store import *
+config = {config!r}
+def ingest(store, signal, bundles, ingestion_time_ns=None):
+    encoder = Encoder(signal)
+    for bundle in otap_model.generate(signal, 10 * bundles, batch_size=10, seed=1):
+        records = encoder.encode_records(bundle)
+        if ingestion_time_ns is not None:
+            records.ingestion_time_ns = ingestion_time_ns
+        store.ingest(records)
+uncompressed = dataclasses.replace(config, segment=dataclasses.replace(config.segment, compression=None))
+with QuiverStore.open(sys.argv[1], uncompressed, layout=OTAP_LAYOUT) as store:
+    a, b = store.subscribe("a"), store.subscribe("b")
+    ingest(store, "logs", 2, ingestion_time_ns=10**18)  # segment 0: retention drops it (max_age)
+    store.flush()
+    ingest(store, "logs", 2)  # segment 1
+    store.flush()
+    ingest(store, "logs", 1)  # segment 2
+    store.flush()
+    a.next(timeout=1).ack(); a.next(timeout=1).nack(); b.next(timeout=1).ack()
+    store.maintain()  # drops segment 0: outcomes "dropped" for a's nacked bundle and b's unread one
+    a.next(timeout=1).ack(); a.next(timeout=1).nack()
+    b.next(timeout=1).nack(); b.next(timeout=1).ack(); b.next(timeout=1).ack()  # b: segment 2 done, 1 not
+# closed: ack.checkpoint; reopened with compressed segments
+store = QuiverStore.open(sys.argv[1], config, layout=OTAP_LAYOUT)
+a, b = store.subscribe("a"), store.subscribe("b")
+store.unsubscribe(store.subscribe("c").name)
+ingest(store, "traces", 2)  # segment 3, zstd
 store.flush()
-subscription = store.subscribe("a")
-subscription.next(timeout=1).ack()
-subscription.next(timeout=1).nack()
-encoder = Encoder("traces")
-for bundle in otap_model.generate("traces", 30, batch_size=10, seed=1):
-    store.ingest(encoder.encode_records(bundle))
-os._exit(0)  # a crash: the traces stay in the WAL only
+a.next(timeout=1).ack(); b.next(timeout=1).nack()
+ingest(store, "metrics", 1)  # two WAL entries, each past wal.rotation_size: two WAL files
+os._exit(0)  # a crash: the metrics stay in the WAL only
 """
 
 
 def make_template(path: str) -> None:
-    """A store with a segment, an ack log with an ack and a nack, and WAL entries to replay."""
-    subprocess.run([sys.executable, "-c", CRASHED_STORE, path], check=True)
+    """A crashed OTAP store (docs: fuzz/__init__.py) holding every file FILES names."""
+    subprocess.run([sys.executable, "-c", CRASHED_STORE.format(config=CONFIG), path], check=True)
+    missing = [name for name in FILES if not os.path.exists(os.path.join(path, name))]
+    assert not missing, f"the template store lacks {missing}"
 
 
 @functools.cache
@@ -58,6 +99,29 @@ def template() -> str:
     if not os.path.isdir(path):
         make_template(path)
     return path
+
+
+@functools.cache
+def stored() -> dict[tuple[int, int], RecordBundle]:
+    """The template's finalized bundles by (segment, index), their readers kept open (the batches
+    map the files)."""
+    out = {}
+    for name in SEGMENTS:
+        reader = SegmentReader.open(os.path.join(template(), name))
+        out.update({(reader.info.seq, i): bundle for i, bundle in enumerate(reader.bundles())})
+    return out
+
+
+def check_stored(seq: int, index: int, bundle: RecordBundle, replaced: set[int]) -> None:
+    """A bundle read from a template segment whose file the input left alone is the one stored."""
+    if seq in replaced or seq not in {s for s, _ in stored()}:
+        return
+    want = stored().get((seq, index))
+    assert want is not None, f"segment {seq} has no bundle {index}"
+    assert bundle.ingestion_time_ns == want.ingestion_time_ns, (seq, index, "ingestion time")
+    assert bundle.slots.keys() == want.slots.keys(), (seq, index, sorted(bundle.slots), sorted(want.slots))
+    for slot, batch in bundle.slots.items():
+        assert batch.equals(want.slots[slot]), (seq, index, slot, "rows differ")
 
 
 logging.disable(logging.CRITICAL)  # recovery logs every damage it meets
@@ -71,13 +135,16 @@ def one(data: bytes) -> None:
 
 def check_with(name: str, content: bytes, others: Mapping[str, bytes] | None = None) -> None:
     """The template with file `name` replaced by `content` (and each of `others` written too):
-    every tool and every open of it either works or raises QuiverError."""
+    every tool and every open of it either works or raises QuiverError, and every bundle read from
+    a segment file left alone is the one the template stored."""
     path = os.path.join(WORK, "store")
     shutil.rmtree(path, ignore_errors=True)
     shutil.copytree(template(), path)
-    for file, data in {name: content, **(others or {})}.items():
+    written = {name: content, **(others or {})}
+    for file, data in written.items():
         with open(os.path.join(path, file), "wb") as f:
             f.write(data)
+    replaced = {int(os.path.basename(f)[:-5]) for f in written if f in SEGMENTS}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for command in (
             ["verify", path], ["inspect", path, "--streams", "--schemas"], ["replay", path],
@@ -89,27 +156,31 @@ def check_with(name: str, content: bytes, others: Mapping[str, bytes] | None = N
         copy = os.path.join(WORK, recovery)
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(path, copy)
+        config = dataclasses.replace(CONFIG, wal=dataclasses.replace(CONFIG.wal, recovery=recovery))
         try:
-            with QuiverStore.open(copy, StoreConfig(segment=CONFIG.segment, wal=WalConfig(recovery=recovery))) as store:
-                for _ in store.bundles():
-                    pass
-                subscription = store.subscribe("a")
-                while (delivery := subscription.next(timeout=0)) is not None:
-                    delivery.ack()
+            with QuiverStore.open(copy, config, layout=OTAP_LAYOUT) as store:
+                for seq, index, bundle in store.bundles():
+                    check_stored(seq, index, bundle, replaced)
+                for subscriber in ("a", "b"):
+                    subscription = store.subscribe(subscriber)
+                    while (delivery := subscription.next(timeout=0)) is not None:
+                        check_stored(delivery.segment_seq, delivery.bundle_index, delivery.bundle, replaced)
+                        delivery.ack()
         except QuiverError:
             pass
 
 
 def seed(directory: str) -> None:
-    """Each file of the template as it is (the WAL without its pre-extended zero tail)."""
+    """Each file of the template as it is (a WAL file without a pre-extended zero tail), and again
+    with its middle byte inverted: libFuzzer keeps only seeds that add coverage, and every file
+    as it is runs the same code (the template), so without the damaged ones it would keep two."""
     put = Seeds(directory).put
     for i, name in enumerate(FILES):
-        source = os.path.join(template(), name)
-        if not os.path.exists(source):
-            continue
-        with open(source, "rb") as f:
-            data = f.read()
-        put(bytes([i]) + (data.rstrip(b"\0") if name.endswith(".wal") else data))
+        with open(os.path.join(template(), name), "rb") as f:
+            data = bytearray(f.read().rstrip(b"\0") if "/quiver.wal" in name else f.read())
+        put(bytes([i]) + data)
+        data[len(data) // 2] ^= 0xFF
+        put(bytes([i]) + data)
 
 
 if __name__ == "__main__":

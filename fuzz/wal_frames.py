@@ -2,11 +2,12 @@
 
 `store_files` replaces a whole file, so nearly every WAL it makes fails the first frame's CRC and
 recovery never reads a frame's contents. Here the input is a recipe of edits to the frames of the
-crashed template store's WAL (entry types, timestamps, sequences, slot bitmaps, slot metadata,
-payload bytes, cuts, synced frames with any range, frames duplicated, dropped or swapped, a slot
-moved to the progress slot 63); every
-frame is then given its correct length and CRC, and the store goes through the same tools and
-opens as in `store_files`. The ad-hoc loop this target replaces found three bugs in 159 runs
+crashed template store's two WAL files, taken as one list (entry types, timestamps, sequences,
+slot bitmaps, slot metadata, payload bytes, cuts, synced frames with any range, frames duplicated,
+dropped or swapped, also across the files, a slot moved to the progress slot 63); every frame is
+then given its correct length and CRC, the frames the rotated chunk held at first go back to it
+(as many as there are) and the rest to the active file, and the store goes through the same tools
+and opens as in `store_files`. The ad-hoc loop this target replaces found three bugs in 159 runs
 (docs/reliability.md)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from quiver_store.wal.reader import scan
 from .harness import fuzz, seed_each_kind
 from .store_files import check_with, template
 
-WAL = "wal/quiver.wal"
+WALS = ("wal/quiver.wal.6", "wal/quiver.wal")  # the rotated chunk, then the active file
 EDITS = 10  # at most, per input
 KINDS = 13
 SLOTS_AT = wal.ENTRY_HEAD_LEN
@@ -34,12 +35,17 @@ EXTREMES = (0, 1, 2, 255, 256, 65535, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2*
 
 
 @functools.cache
-def original() -> tuple[bytes, tuple[bytes, ...]]:
-    """The template WAL's file header and its frames' bodies (no length, no CRC)."""
-    with open(os.path.join(template(), WAL), "rb") as f:
-        data = f.read()
-    frames = scan(memoryview(data), wal.HEADER_LEN, resync=False)  # ends at the pre-extended zero tail
-    return data[: wal.HEADER_LEN], tuple(bytes(f.body) for f in frames if isinstance(f, Entry))
+def original() -> tuple[tuple[bytes, ...], tuple[bytes, ...], int]:
+    """The template WAL files' headers, their frames' bodies (no length, no CRC) in order, and how
+    many of those the rotated chunk holds."""
+    headers, bodies = [], []
+    for name in WALS:
+        with open(os.path.join(template(), name), "rb") as f:
+            data = f.read()
+        frames = scan(memoryview(data), wal.HEADER_LEN, resync=False)  # ends at a pre-extended zero tail
+        headers.append(data[: wal.HEADER_LEN])
+        bodies.append([bytes(f.body) for f in frames if isinstance(f, Entry)])
+    return tuple(headers), (*bodies[0], *bodies[1]), len(bodies[0])
 
 
 def number(fdp: atheris.FuzzedDataProvider, width: int) -> int:
@@ -115,12 +121,13 @@ def to_progress_slot(body: bytearray) -> None:
 
 def one(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
-    header, bodies = original()
+    headers, bodies, in_chunk = original()
     frames = [bytearray(b) for b in bodies]
     for _ in range(fdp.ConsumeIntInRange(1, EDITS)):
         edit(fdp, frames)
-    framed = (wal.LEN.pack(len(b)) + bytes(b) + wal.CRC.pack(crc32c.crc32c(bytes(b))) for b in frames)
-    check_with(WAL, header + b"".join(framed))
+    framed = [wal.LEN.pack(len(b)) + bytes(b) + wal.CRC.pack(crc32c.crc32c(bytes(b))) for b in frames]
+    chunk, active = (h + b"".join(part) for h, part in zip(headers, (framed[:in_chunk], framed[in_chunk:]), strict=True))
+    check_with(WALS[1], active, {WALS[0]: chunk})
 
 
 def first_kind(data: bytes, frames: int) -> int:
