@@ -1,6 +1,6 @@
 """One file of a crashed store replaced by fuzz input (see fuzz/__init__.py).
 
-Input: byte 0 picks the file (mod 9), the rest is its new content. The crashed store is made
+Input: byte 0 picks the file (mod 10), the rest is its new content. The crashed store is made
 once (FUZZ_STORE_TEMPLATE names it; `python -m fuzz` keeps it in its output folder)."""
 
 from __future__ import annotations
@@ -34,20 +34,21 @@ from quiver_store import (
 from .harness import Seeds, fuzz
 
 SEGMENTS = tuple(f"segments/{seq:016d}.qseg" for seq in (1, 2, 3))  # 1 and 2 uncompressed, 3 zstd
-FILES = ("wal/quiver.wal", SEGMENTS[0], "ack.log", "ack.checkpoint", "wal/truncate.offset", "segments/next.seq",
-         "wal/quiver.wal.6", *SEGMENTS[1:])  # fmt: skip
+WALS = ("wal/quiver.wal.6", "wal/quiver.wal.7", "wal/quiver.wal")  # two rotated chunks, then the active file
+FILES = (WALS[2], SEGMENTS[0], "ack.log", "ack.checkpoint", "wal/truncate.offset", "segments/next.seq", *WALS[:2],
+         *SEGMENTS[1:])  # fmt: skip
 # Small WAL files so the template's WAL rotates; the maintenance timer never runs by itself, so
 # the template's one retention sweep is the explicit one.
 CONFIG = StoreConfig(
     segment=SegmentConfig(max_open_duration=3600.0, compression="zstd"),
-    wal=WalConfig(max_size=1 << 20, rotation_size=8192, preallocate=4096),
+    wal=WalConfig(max_size=1 << 20, rotation_size=16384, preallocate=4096),
     retention=RetentionConfig(max_age=3600.0, maintenance_interval=3600.0),
 )
 WORK = tempfile.mkdtemp(prefix="fuzz-store-")
 atexit.register(shutil.rmtree, WORK, True)
 
 CRASHED_STORE = """
-import dataclasses, os, sys
+import dataclasses, os, sys, time
 import otap_model
 from adaptive_arrow import Encoder
 from adaptive_arrow.store_layout import OTAP_LAYOUT
@@ -80,8 +81,12 @@ store.unsubscribe(store.subscribe("c").name)
 ingest(store, "traces", 2)  # segment 3, zstd
 store.flush()
 a.next(timeout=1).ack(); b.next(timeout=1).nack()
-ingest(store, "metrics", 1)  # two WAL entries, each past wal.rotation_size: two WAL files
-os._exit(0)  # a crash: the metrics stay in the WAL only
+ingest(store, "metrics", 1)  # two WAL entries past wal.rotation_size: the next one rotates the WAL
+ingest(store, "logs", 1)  # in a new active file, followed by its pre-extended zero tail:
+active, waited = os.path.join(sys.argv[1], "wal", "quiver.wal"), 0  # the preallocator thread writes it
+while os.path.getsize(active) < config.wal.rotation_size and waited < 1000:
+    time.sleep(0.01); waited += 1
+os._exit(0)  # a crash: these stay in the WAL only
 """
 
 

@@ -2,12 +2,12 @@
 
 `store_files` replaces a whole file, so nearly every WAL it makes fails the first frame's CRC and
 recovery never reads a frame's contents. Here the input is a recipe of edits to the frames of the
-crashed template store's two WAL files, taken as one list (entry types, timestamps, sequences,
+crashed template store's three WAL files, taken as one list (entry types, timestamps, sequences,
 slot bitmaps, slot metadata, payload bytes, cuts, synced frames with any range, frames duplicated,
 dropped or swapped, also across the files, a slot moved to the progress slot 63); every frame is
-then given its correct length and CRC, the frames the rotated chunk held at first go back to it
-(as many as there are) and the rest to the active file, and the store goes through the same tools
-and opens as in `store_files`. The ad-hoc loop this target replaces found three bugs in 159 runs
+then given its correct length and CRC, each rotated chunk gets back as many frames as it held
+(the next ones in the list) and the active file the rest and its pre-extended zero tail, and the
+store goes through the same tools and opens as in `store_files`. The ad-hoc loop this target replaces found three bugs in 159 runs
 (docs/reliability.md)."""
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from quiver_store.wal.format import Entry
 from quiver_store.wal.reader import scan
 
 from .harness import fuzz, seed_each_kind
-from .store_files import check_with, template
+from .store_files import WALS, check_with, template
 
-WALS = ("wal/quiver.wal.6", "wal/quiver.wal")  # the rotated chunk, then the active file
 EDITS = 10  # at most, per input
 KINDS = 13
 SLOTS_AT = wal.ENTRY_HEAD_LEN
@@ -35,17 +34,20 @@ EXTREMES = (0, 1, 2, 255, 256, 65535, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2*
 
 
 @functools.cache
-def original() -> tuple[tuple[bytes, ...], tuple[bytes, ...], int]:
-    """The template WAL files' headers, their frames' bodies (no length, no CRC) in order, and how
-    many of those the rotated chunk holds."""
-    headers, bodies = [], []
+def original() -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[int, ...], int]:
+    """The template WAL files' headers, their frames' bodies (no length, no CRC) in order, how many
+    of those each file holds, and the length of the active file's pre-extended zero tail."""
+    headers, bodies, counts = [], [], []
     for name in WALS:
         with open(os.path.join(template(), name), "rb") as f:
             data = f.read()
         frames = scan(memoryview(data), wal.HEADER_LEN, resync=False)  # ends at a pre-extended zero tail
         headers.append(data[: wal.HEADER_LEN])
-        bodies.append([bytes(f.body) for f in frames if isinstance(f, Entry)])
-    return tuple(headers), (*bodies[0], *bodies[1]), len(bodies[0])
+        entries = [bytes(f.body) for f in frames if isinstance(f, Entry)]
+        bodies += entries
+        counts.append(len(entries))
+    tail = len(data) - wal.HEADER_LEN - sum(wal.LEN.size + len(b) + wal.CRC.size for b in entries)
+    return tuple(headers), tuple(bodies), tuple(counts), tail
 
 
 def number(fdp: atheris.FuzzedDataProvider, width: int) -> int:
@@ -121,13 +123,16 @@ def to_progress_slot(body: bytearray) -> None:
 
 def one(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
-    headers, bodies, in_chunk = original()
+    headers, bodies, counts, tail = original()
     frames = [bytearray(b) for b in bodies]
     for _ in range(fdp.ConsumeIntInRange(1, EDITS)):
         edit(fdp, frames)
     framed = [wal.LEN.pack(len(b)) + bytes(b) + wal.CRC.pack(crc32c.crc32c(bytes(b))) for b in frames]
-    chunk, active = (h + b"".join(part) for h, part in zip(headers, (framed[:in_chunk], framed[in_chunk:]), strict=True))
-    check_with(WALS[1], active, {WALS[0]: chunk})
+    files, at = {}, 0
+    for name, header, count in zip(WALS, headers, counts, strict=True):
+        files[name] = header + b"".join(framed[at : at + count] if name != WALS[-1] else framed[at:])
+        at += count
+    check_with(WALS[-1], files.pop(WALS[-1]) + bytes(tail), files)
 
 
 def first_kind(data: bytes, frames: int) -> int:
