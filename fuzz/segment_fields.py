@@ -229,7 +229,7 @@ def edit(fdp: atheris.FuzzedDataProvider, seg: Segment) -> None:
     elif kind == 10 and bundles:  # a ref duplicated, dropped or swapped, within a bundle or between two
         a, b = bundles[pick(fdp, bundles)], bundles[pick(fdp, bundles)]
         refs = list(a.refs)
-        if a is b or not len(b.refs):
+        if a is b or not len(a.refs) or not len(b.refs):
             reorder(fdp, refs)
             a.refs = np.array(refs, fmt.MANIFEST_REF)
         else:
