@@ -107,22 +107,23 @@ def template() -> str:
 
 
 @functools.cache
-def stored() -> dict[tuple[int, int], RecordBundle]:
-    """The template's finalized bundles by (segment, index), their readers kept open (the batches
-    map the files)."""
+def stored() -> dict[int, list[RecordBundle]]:
+    """The template's finalized bundles by segment, their readers kept open (the batches map the
+    files)."""
     out = {}
     for name in SEGMENTS:
         reader = SegmentReader.open(os.path.join(template(), name))
-        out.update({(reader.info.seq, i): bundle for i, bundle in enumerate(reader.bundles())})
+        out[reader.info.seq] = list(reader.bundles())
     return out
 
 
 def check_stored(seq: int, index: int, bundle: RecordBundle, replaced: set[int]) -> None:
     """A bundle read from a template segment whose file the input left alone is the one stored."""
-    if seq in replaced or seq not in {s for s, _ in stored()}:
+    bundles = stored().get(seq)
+    if seq in replaced or bundles is None:
         return
-    want = stored().get((seq, index))
-    assert want is not None, f"segment {seq} has no bundle {index}"
+    assert index < len(bundles), f"segment {seq} has no bundle {index}"
+    want = bundles[index]
     assert bundle.ingestion_time_ns == want.ingestion_time_ns, (seq, index, "ingestion time")
     assert bundle.slots.keys() == want.slots.keys(), (seq, index, sorted(bundle.slots), sorted(want.slots))
     for slot, batch in bundle.slots.items():

@@ -767,7 +767,7 @@ class QuiverStore:
                     self.stats_counters["last_applier_error"] = repr(exc)
                     log.exception("applier failed on %s", item[0])
                     if item[0] == "direct":  # never logged: its producer hears that it was not stored
-                        _fail(item[4][1], QuiverError(f"bundle {item[1]} was not stored: {exc!r}"))
+                        item[4][1].set_exception(QuiverError(f"bundle {item[1]} was not stored: {exc!r}"))
                         self._note_unstored(item[1])
                     elif item[0] in ("entry", "seal"):
                         # Fail-stop: a later segment's WAL truncation would pass this acknowledged
@@ -775,7 +775,7 @@ class QuiverStore:
                         # reopen replays them all from the WAL.
                         self._halted = exc
                         if item[0] == "seal" and item[2] is not None:
-                            _fail(item[2], QuiverError(f"sealing the open segment ({item[1]!r}) failed: {exc!r}"))
+                            item[2].set_exception(QuiverError(f"sealing the open segment ({item[1]!r}) failed: {exc!r}"))
             if items:
                 with self._lock:
                     self._inbox_bytes -= sum(i[5] for i in items if i[0] in ("entry", "direct"))
@@ -827,7 +827,7 @@ class QuiverStore:
         """Seal the open segment, then queue the direct bundle as a segment of its own behind it."""
         _, seq, _, _, (bundle, written), _ = item
         if self._halted is not None:
-            _fail(written, QuiverError(f"bundle {seq} was not stored: the store stopped placing bundles ({self._halted!r})"))
+            written.set_exception(QuiverError(f"bundle {seq} was not stored: the store stopped placing bundles ({self._halted!r})"))
             self._note_unstored(seq)
             return
         segment = OpenSegment(self.config.segment)
@@ -838,7 +838,7 @@ class QuiverStore:
         with self._lock:
             self._wait_for_room()
             if self._abandoned:
-                _fail(written, StoreClosedError(f"store {self.path} stopped before bundle {seq} was stored"))
+                written.set_exception(StoreClosedError(f"store {self.path} stopped before bundle {seq} was stored"))
                 return
             self._sealed.append(_Sealed(segment, seq, seq, None, "direct", [written], direct=True))
             self.stats_counters["direct_bundles"] += 1
@@ -909,7 +909,7 @@ class QuiverStore:
                     for queued in self._sealed:  # everyone waiting behind the failing segment hears of it
                         dropped = QuiverError(f"bundle {queued.first_sequence} was not stored: a segment write failed ({exc!r})")
                         for w in queued.waiters:
-                            _fail(w, dropped if queued.direct else failure)
+                            w.set_exception(dropped if queued.direct else failure)
                     # A direct bundle was never logged or acknowledged: drop it rather than store it
                     # after its producer was told it failed (the ones behind keep their order).
                     for queued in self._sealed:
@@ -1100,10 +1100,10 @@ class QuiverStore:
         closed = StoreClosedError(f"store {self.path} closed before the bundle was stored")
         for sealed in self._sealed:  # left by a crash-style stop or a finalizer that kept failing
             for w in sealed.waiters:
-                _fail(w, closed)
+                w.set_exception(closed)
         for item in self._inbox:
             if item[0] == "direct":
-                _fail(item[4][1], closed)
+                item[4][1].set_exception(closed)
         self._wal.close()
         self._release_lock()
         self._closed = True
@@ -1368,7 +1368,3 @@ class QuiverStore:
             out.update(self._hub.metrics())
             out["subscribers"] = self._hub.describe()
         return out
-
-
-def _fail(waiter: Handoff, error: BaseException) -> None:
-    waiter.set_exception(error)

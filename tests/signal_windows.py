@@ -8,6 +8,7 @@ chance; these helpers pin one down so a test can hit it every time."""
 from __future__ import annotations
 
 import dis
+import functools
 import inspect
 import itertools
 import sys
@@ -73,22 +74,15 @@ def run_on_a_thread(body: Callable[[], None], timeout: float = 20.0) -> None:
         raise errors[0]
 
 
-
+@functools.cache
 def _after_check(code: Any) -> frozenset[int]:
     """Offsets of the instructions before which CPython 3.11 runs pending signal handlers in `code`,
     besides its entry: each one after a call or a backward jump (its eval breaker is checked on
     entering a function, when a call returns and on backward jumps; BEFORE_WITH, for one, is not)."""
-    found = _CHECKS.get(code)
-    if found is None:
-        found = frozenset(
-            after.offset for before, after in itertools.pairwise(dis.get_instructions(code))
-            if before.opname in ("CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD")
-        )
-        _CHECKS[code] = found
-    return found
-
-
-_CHECKS: dict[Any, frozenset[int]] = {}
+    return frozenset(
+        after.offset for before, after in itertools.pairwise(dis.get_instructions(code))
+        if before.opname in ("CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD")
+    )
 
 
 def raise_at_check(index: int, files: tuple[str, ...], exc: type[BaseException] = KeyboardInterrupt) -> Any:

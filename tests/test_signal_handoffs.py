@@ -27,7 +27,7 @@ THREADING = threading.__file__
 HANDOFF = handoff.__file__
 
 
-def interrupt_each_bytecode(
+def interrupt_at_each_check(
     call: Callable[[], Any], files: tuple[str, ...], after: Callable[[], None], setup: Callable[[], None] = lambda: None,
 ) -> list[str]:
     """Run `setup()` and then `call()` on a thread, with KeyboardInterrupt raised at the 0th,
@@ -60,7 +60,7 @@ def test_a_handoff_completes_whatever_its_waiter_was_interrupted_at():
         run_on_a_thread(lambda: box[0].set_result(7), timeout=2.0)  # the finalizer's side: never blocks
         assert box[0].result(timeout=2.0) == 7
 
-    fired_in = interrupt_each_bytecode(wait, (HANDOFF, THREADING), complete, setup=lambda: box.__setitem__(slice(None), [Handoff()]))
+    fired_in = interrupt_at_each_check(wait, (HANDOFF, THREADING), complete, setup=lambda: box.__setitem__(slice(None), [Handoff()]))
     assert fired_in.count("Handoff.wait") >= 3  # entering it, after the gate's acquire, after the clock
 
 
@@ -74,7 +74,7 @@ def test_a_handoff_interrupted_while_being_set_still_reaches_its_waiter():
         assert outcome[-1] in (1, 2)
         assert box[0].set_exception(RuntimeError("late")) is False
 
-    fired_in = interrupt_each_bytecode(
+    fired_in = interrupt_at_each_check(
         lambda: box[0].set_result(1), (HANDOFF,), observe, setup=lambda: box.__setitem__(slice(None), [Handoff()]),
     )
     assert "Handoff._settle" in fired_in
@@ -111,7 +111,7 @@ def test_the_maintenance_thread_stops_whatever_its_stopper_was_interrupted_at(tm
         maintenance.stop_thread(timeout=5.0)  # a second stop, as close() makes after a cut-short one
         assert maintenance._thread is not None and not maintenance._thread.is_alive()
 
-    fired_in = interrupt_each_bytecode(
+    fired_in = interrupt_at_each_check(
         lambda: maintenance.stop_thread(timeout=5.0), (HANDOFF, hub.__file__, THREADING), stop_and_check, restart,
     )
     run_on_a_thread(store.close, timeout=10.0)
@@ -130,7 +130,7 @@ def test_the_preallocator_stops_whatever_a_request_was_interrupted_at():
     def start() -> None:
         made[:] = [preallocator.Preallocator(Extends(), "test-prealloc")]  # type: ignore[arg-type]
 
-    fired_in = interrupt_each_bytecode(lambda: made[0].request(), (preallocator.__file__, THREADING), lambda: made[0].stop(), start)
+    fired_in = interrupt_at_each_check(lambda: made[0].request(), (preallocator.__file__, THREADING), lambda: made[0].stop(), start)
     assert "Condition.notify" in fired_in
 
 
@@ -145,7 +145,7 @@ def test_a_flush_interrupted_anywhere_in_its_wait_leaves_the_store_working(tmp_p
         ingested.append(len(ingested))
         store.ingest(RecordBundle({0: pa.record_batch({"n": [ingested[-1]]})}))
 
-    fired_in = interrupt_each_bytecode(store.flush, (HANDOFF, THREADING), store.flush, setup=ingest)
+    fired_in = interrupt_at_each_check(store.flush, (HANDOFF, THREADING), store.flush, setup=ingest)
     store.close()
     with QuiverStore.open(tmp_path) as reopened:
         stored = [b.slots[0]["n"][0].as_py() for _, _, b in reopened.bundles()]
