@@ -157,9 +157,9 @@ def _owed(acks: AckEvidence, seq: int) -> list[str]:
         b = acks.born.get(sub.sub_id, -1)
         if b != -1 and not (reg != -1 and b < reg):
             continue  # it may have arrived after a deletion
-        missing = sub.unresolved(seq, catalog)
+        missing = sub.unresolved_count(seq, catalog)
         if missing:
-            out.append(f"subscriber {sub.name!r} has not acknowledged {len(missing)} of its {catalog.count(seq)} bundles")
+            out.append(f"subscriber {sub.name!r} has not acknowledged {missing} of its {catalog.count(seq)} bundles")
     return out
 
 

@@ -228,6 +228,59 @@ def test_checkpoint_values_the_store_never_writes_are_malformed(tmp_path, offset
         log.decode_checkpoint(patched(good, offset, fmt, value), "cp")
 
 
+def checkpoint_of(*subs: SubscriberState) -> bytes:
+    """Segments 5 and 6 (3 and 2 bundles) and the given subscribers."""
+    catalog = SegmentCatalog()
+    catalog.add(5, 3)
+    catalog.add(6, 2)
+    return log.encode_checkpoint(1, log.HEADER_SIZE, 1, catalog, subs, 1 + max(s.sub_id for s in subs))
+
+
+WIDE = checkpoint_of(SubscriberState("a", 0, -1, done={6, 8}, partial={5: {0, 1}, 9: {0}}))
+WIDE_DONE = SUB_AT + log._CP_SUB.size + 1 + 4  # the done list of WIDE's subscriber, then its gap set
+WIDE_GAPS = WIDE_DONE + 2 * 8 + 4
+
+
+@pytest.mark.parametrize(
+    "good, offset, fmt, value, message",
+    [
+        (checkpoint(), 10, "<H", 1, "reserved header field is 1, not 0"),
+        (checkpoint(), SUB_AT + 4, "<B", 2, "subscriber 0 has flag bits 0x02; only bit 0 \\(orphaned\\) is defined"),
+        (checkpoint(), SUB_AT + 4, "<B", 0x81, "subscriber 0 has flag bits 0x81"),
+        (checkpoint(), log._CP_HEAD.size + 4 + 12, "<Q", 5, "known segments are not strictly ascending: 5 after 5"),
+        (checkpoint(), log._CP_HEAD.size + 4, "<Q", 7, "known segments are not strictly ascending: 6 after 7"),
+        (checkpoint(), PARTIAL_AT, "<Q", 6, "subscriber 0 lists segment 6 as resolved and in its gap set"),
+        (WIDE, WIDE_DONE + 8, "<Q", 6, "subscriber 0's resolved segments are not strictly ascending: 6 after 6"),
+        (WIDE, WIDE_GAPS + 12 + 4, "<I", 0, "resolved bundles of segment 5 are not strictly ascending: 0 after 0"),
+        (WIDE, WIDE_GAPS + 12 + 8, "<Q", 5, "subscriber 0's gap segments are not strictly ascending: 5 after 5"),
+    ],
+    ids=["reserved", "flag", "flags", "segment-twice", "segments-unordered", "done-and-gap", "done-twice",
+         "index-twice", "gap-twice"],
+)
+def test_checkpoint_lists_and_bits_the_store_never_writes_are_malformed(good, offset, fmt, value, message):
+    """Before, a set or dict absorbed a repeated entry (a repeated gap segment replaced the first's
+    resolved bundles), and unknown flag bits and the reserved field were ignored."""
+    log.decode_checkpoint(good, "cp")  # the unpatched checkpoint is fine
+    with pytest.raises(CorruptionError, match=message):
+        log.decode_checkpoint(patched(good, offset, fmt, value), "cp")
+
+
+@pytest.mark.parametrize(
+    "subs, message",
+    [
+        ((SubscriberState("a", 0, -1), SubscriberState("b", 0, -1)), "subscriber id 0 appears twice"),
+        ((SubscriberState("a", 0, -1), SubscriberState("a", 1, -1)), "subscriber name 'a' appears twice"),
+    ],
+    ids=["id", "name"],
+)
+def test_a_subscriber_twice_in_a_checkpoint_is_malformed(subs, message):
+    """Before, a repeated id kept the last entry's progress and a repeated name left a second
+    subscriber no unsubscribe() reaches, pinning every segment it had not resolved."""
+    with pytest.raises(CorruptionError, match=message) as err:
+        log.decode_checkpoint(checkpoint_of(*subs), "cp")
+    assert err.value.offset >= SUB_AT + log._CP_SUB.size + 1 + 8  # the second subscriber's entry
+
+
 def test_a_log_generation_past_2_63_is_a_damaged_header(tmp_path):
     """Before, the next rotation numbered the new file 2**64 and failed with struct.error."""
     write_checkpoint(tmp_path, checkpoint())

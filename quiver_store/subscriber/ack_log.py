@@ -10,11 +10,12 @@ records whatever the history. Byte layouts: docs/formats.md, "Ack log".
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c
@@ -123,6 +124,18 @@ def _name(raw: bytes) -> str:
     if len(raw) > MAX_NAME_BYTES or not NAME_PATTERN.fullmatch(name):
         raise ValueError(f"subscriber name {name!r} is not 1 to {MAX_NAME_BYTES} of [A-Za-z0-9_.-]")
     return name
+
+
+def _check_ascending(values: Sequence[int], what: str) -> None:
+    """The store writes every list of a checkpoint sorted and without repeats; a repeat or a
+    disorder is damage that a set or dict would otherwise absorb without a word."""
+    for before, after in itertools.pairwise(values):
+        if after <= before:
+            raise ValueError(f"{what} are not strictly ascending: {after} after {before}")
+
+
+def _last(seq: int | None) -> int:
+    return -1 if seq is None else seq
 
 
 def _check_bundles(count: int, what: str = "bundle count") -> None:
@@ -719,6 +732,7 @@ _CP_HEAD = struct.Struct(
     "<8sHHQQqqI"
 )  # magic, version, reserved, generation, offset, created, max_seen, next_id
 _CP_SUB = struct.Struct("<IBqqQB")  # sub_id, flags, mark, last_seen_ns, dropped_total, name_len
+_CP_ORPHANED = 1  # the one flag bit
 
 
 @dataclass
@@ -757,7 +771,7 @@ def encode_checkpoint(
         name = sub.name.encode()
         out.append(
             _CP_SUB.pack(
-                sub.sub_id, int(sub.orphaned), sub.mark, sub.last_seen_ns, sub.dropped_total, len(name)
+                sub.sub_id, _CP_ORPHANED if sub.orphaned else 0, sub.mark, sub.last_seen_ns, sub.dropped_total, len(name)
             )
         )
         out.append(name)
@@ -776,7 +790,9 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
     checkpoint_position(payload, path)
     pos = 0
     try:
-        _, _, _, gen, off, created, max_seen, next_id = _CP_HEAD.unpack_from(payload, 0)
+        _, _, reserved, gen, off, created, max_seen, next_id = _CP_HEAD.unpack_from(payload, 0)
+        if reserved:
+            raise ValueError(f"reserved header field is {reserved}, not 0")
         if not -1 <= max_seen <= MAX_SEQUENCE:
             raise ValueError(f"highest segment seen {max_seen} is not -1 or a segment number")
         pos = _CP_HEAD.size
@@ -787,6 +803,7 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
             seq, count = struct.unpack_from("<QI", payload, pos)
             _check_segment(seq)
             _check_bundles(count)
+            _check_ascending([_last(catalog.last), seq], "known segments")
             pos += 12
             catalog.add(seq, count)
         catalog.max_seen = max(catalog.max_seen, max_seen)
@@ -800,12 +817,20 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
                 raise ValueError(f"subscriber id {sub_id} is not below {next_id}, the next id to hand out")
             if dropped > MAX_SEQUENCE:
                 raise ValueError(f"subscriber {sub_id} dropped {dropped} bundles, above 2**63-1")
+            if flags & ~_CP_ORPHANED:
+                raise ValueError(f"subscriber {sub_id} has flag bits {flags:#04x}; only bit 0 (orphaned) is defined")
+            if any(sub.sub_id == sub_id for sub in subs):
+                raise ValueError(f"subscriber id {sub_id} appears twice")
             pos += _CP_SUB.size
             name = _name(payload[pos : pos + name_len])
+            if any(sub.name == name for sub in subs):
+                raise ValueError(f"subscriber name {name!r} appears twice")
             pos += name_len
             (nd,) = struct.unpack_from("<I", payload, pos)
-            done = set(struct.unpack_from(f"<{nd}Q", payload, pos + 4))
-            _check_segment(max(done, default=-1))
+            done_list = struct.unpack_from(f"<{nd}Q", payload, pos + 4)
+            _check_segment(max(done_list, default=-1))
+            _check_ascending(done_list, f"subscriber {sub_id}'s resolved segments")
+            done = set(done_list)
             pos += 4 + 8 * nd
             (np_,) = struct.unpack_from("<I", payload, pos)
             pos += 4
@@ -813,8 +838,13 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
             for _ in range(np_):
                 seq, k = struct.unpack_from("<QI", payload, pos)
                 _check_segment(seq)
-                partial[seq] = set(struct.unpack_from(f"<{k}I", payload, pos + 12))
-                _check_bundles(max(partial[seq], default=-1) + 1, "bundle index + 1")
+                _check_ascending([_last(next(reversed(partial), None)), seq], f"subscriber {sub_id}'s gap segments")
+                if seq in done:
+                    raise ValueError(f"subscriber {sub_id} lists segment {seq} as resolved and in its gap set")
+                indexes = struct.unpack_from(f"<{k}I", payload, pos + 12)
+                _check_bundles(max(indexes, default=-1) + 1, "bundle index + 1")
+                _check_ascending(indexes, f"subscriber {sub_id}'s resolved bundles of segment {seq}")
+                partial[seq] = set(indexes)
                 pos += 12 + 4 * k
             subs.append(
                 SubscriberState(
@@ -822,7 +852,7 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
                     sub_id,
                     mark,
                     last_seen_ns=seen,
-                    orphaned=bool(flags & 1),
+                    orphaned=bool(flags & _CP_ORPHANED),
                     dropped_total=dropped,
                     done=done,
                     partial=partial,

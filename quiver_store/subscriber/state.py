@@ -199,6 +199,13 @@ class SubscriberState:
         everyone = np.arange(catalog.count(seq) or 0, dtype=np.int64)
         return everyone[~np.isin(everyone, np.fromiter(got, np.int64, len(got)))].tolist()
 
+    def unresolved_count(self, seq: int, catalog: SegmentCatalog) -> int:
+        """How many bundles of `seq` are still unresolved, without listing up to 2**22 of them."""
+        if self.segment_resolved(seq):
+            return 0
+        count = catalog.count(seq) or 0
+        return count - sum(1 for index in self.partial.get(seq, ()) if index < count)
+
     def forget_segment(self, seq: int, catalog: SegmentCatalog) -> None:
         """The segment left the catalog (deleted): drop every trace of it."""
         self.done.discard(seq)
