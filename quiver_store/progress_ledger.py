@@ -69,9 +69,11 @@ def decode(data: bytes, path: str) -> dict[str, int]:
     body, (crc,) = data[: -_CRC.size], _CRC.unpack_from(data, len(data) - _CRC.size)
     if crc != crc32c.crc32c(body):
         raise damaged("fails its CRC32C check", len(body))
-    magic, version, _reserved, count = _HEAD.unpack_from(body, 0)
+    magic, version, reserved, count = _HEAD.unpack_from(body, 0)
     if magic != MAGIC or version != VERSION:
         raise damaged(f"has magic {magic!r} version {version}, expected {MAGIC!r} version {VERSION}", 0)
+    if reserved:
+        raise damaged(f"has reserved field {reserved}, not 0", 10)
     offsets: dict[str, int] = {}
     at = _HEAD.size
     for _ in range(count):

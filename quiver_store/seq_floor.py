@@ -38,9 +38,9 @@ def read(fs: FileSystem, segments_dir: str) -> tuple[SequenceFloor, str | None]:
     data = fs.read_file(path)
     if len(data) != SIZE or struct.unpack_from("<I", data, BODY.size)[0] != crc32c.crc32c(data[: BODY.size]):
         return SequenceFloor(), f"{path}: damaged ({len(data)} bytes or CRC mismatch); using segment file names"
-    magic, version, _reserved, nxt, wal = BODY.unpack_from(data, 0)
-    if magic != MAGIC or version != VERSION:
-        return SequenceFloor(), f"{path}: unknown magic/version; using segment file names"
+    magic, version, reserved, nxt, wal = BODY.unpack_from(data, 0)
+    if magic != MAGIC or version != VERSION or reserved != 0:
+        return SequenceFloor(), f"{path}: unknown magic/version or a non-zero reserved field; using segment file names"
     if max(nxt, wal) > MAX_SEQUENCE + 1:  # (a floor is one past the numbers it covers)
         return SequenceFloor(), f"{path}: a floor above 2**63 ({nxt}, {wal}), more than any store numbers; using segment file names"
     return SequenceFloor(nxt, wal), None

@@ -306,6 +306,12 @@ def test_a_ledger_with_values_its_writer_never_writes_is_damaged(entries: list[t
         progress_ledger.decode(data, "ledger")
 
 
+def test_a_ledger_with_a_non_zero_reserved_field_is_damaged() -> None:
+    body = struct.pack("<8sHHI", progress_ledger.MAGIC, progress_ledger.VERSION, 1, 0)
+    with pytest.raises(CorruptionError, match=r"^ledger at offset 10: progress ledger has reserved field 1, not 0: "):
+        progress_ledger.decode(body + struct.pack("<I", crc32c.crc32c(body)), "ledger")
+
+
 @given(st.lists(st.lists(st.tuples(st.sampled_from(["a", "b", "job/p-1", "é"]), st.integers(0, 2**63 - 1)), max_size=12), max_size=4))
 @settings(max_examples=200, deadline=None)
 def test_max_offsets_keeps_each_producers_largest_offset_across_batches(records: list[list[tuple[str, int]]]) -> None:

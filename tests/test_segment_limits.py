@@ -6,6 +6,7 @@ format's encoders (`segment` below), so every CRC holds and only the named conte
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,31 @@ def test_a_slice_holding_another_slots_columns_is_damage(tmp_path: Path) -> None
         with pytest.raises(CorruptionError, match=r"stream 0: directory lists columns \('s',\), the data has \['n'\]") as caught:
             reader.bundle(0)
         assert caught.value.offset == reader._footer.directory_offset
+    assert cli.main(["verify", str(tmp_path)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("slots", "patch", "message"),
+    [
+        ([0, 0], None, "schema of slot 0 follows slot 0: slots must be strictly ascending"),
+        ([1, 0], None, "schema of slot 0 follows slot 1: slots must be strictly ascending"),
+        ([0], ("table", 1), "schema table reserved field is 1, not 0"),
+        ([0], ("entry", 1), "schema entry of slot 0: reserved field is 1, not 0"),
+    ],
+    ids=["slot-twice", "slots-unordered", "table-reserved", "entry-reserved"],
+)
+def test_a_schema_table_the_writer_never_writes_is_damage(tmp_path: Path, slots: list[int], patch: tuple[str, int] | None, message: str) -> None:
+    """Before, a second schema of a slot silently replaced the first, and the reserved fields were ignored."""
+    batch = pa.record_batch({"s": pa.array(["a"])})
+    document = fmt.encode_document({}, {})
+    section = bytearray(fmt.encode_metadata_section(document, [(slot, batch.schema.serialize().to_pybytes()) for slot in slots]))
+    table = 4 + len(document) + fmt.pad_to(4 + len(document), fmt.SECTION_ALIGNMENT)
+    if patch is not None:
+        where, value = patch
+        struct.pack_into("<I" if where == "table" else "<H", section, table + 4 if where == "table" else table + 8 + 2, value)
+    path = store_with(tmp_path, segment([(0, [batch])], [[(0, 0, 0, 1)]], metadata=bytes(section)))
+    with pytest.raises(CorruptionError, match=f"metadata section: {message}"):
+        SegmentReader.open(path)
     assert cli.main(["verify", str(tmp_path)]) == 1
 
 

@@ -107,6 +107,14 @@ def test_a_sequence_floor_past_2_63_is_read_as_damaged(tmp_path: Path, values: t
     assert seq_floor.read(DEFAULT_FS, str(tmp_path)) == (seq_floor.SequenceFloor(1 << 63, 1 << 63), None)
 
 
+def test_a_sequence_floor_with_a_non_zero_reserved_field_is_read_as_damaged(tmp_path: Path) -> None:
+    body = seq_floor.BODY.pack(seq_floor.MAGIC, seq_floor.VERSION, 1, 5, 5)
+    (tmp_path / seq_floor.NAME).write_bytes(body + struct.pack("<I", crc32c.crc32c(body)))
+    floor, problem = seq_floor.read(DEFAULT_FS, str(tmp_path))
+    assert floor == seq_floor.SequenceFloor()
+    assert problem == f"{tmp_path / seq_floor.NAME}: unknown magic/version or a non-zero reserved field; using segment file names"
+
+
 def test_segment_numbers_and_recorded_sequences_past_2_63_are_not_taken(tmp_path: Path) -> None:
     for name in ("0000000000000003.qseg", f"{1 << 63}.qseg", f"{(1 << 64) + 5}.qseg"):
         (tmp_path / name).write_bytes(b"")

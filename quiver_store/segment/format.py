@@ -283,13 +283,19 @@ def decode_metadata(
     pos = 4 + n + pad_to(4 + n, SECTION_ALIGNMENT)
     if pos + 8 > len(data):
         raise fail("missing schema table", pos)
-    count, _ = struct.unpack_from("<II", data, pos)
+    count, reserved = struct.unpack_from("<II", data, pos)
+    if reserved:
+        raise fail(f"schema table reserved field is {reserved}, not 0", pos + 4)
     pos += 8
     schemas: dict[int, pa.Schema] = {}
     for _ in range(count):
         if pos + SCHEMA_ENTRY.size > len(data):
             raise fail("schema table runs past the section", pos)
-        slot, _, length = SCHEMA_ENTRY.unpack_from(data, pos)
+        slot, reserved, length = SCHEMA_ENTRY.unpack_from(data, pos)
+        if reserved:
+            raise fail(f"schema entry of slot {slot}: reserved field is {reserved}, not 0", pos + 2)
+        if schemas and slot <= max(schemas):  # written in ascending slot order; a repeat would replace
+            raise fail(f"schema of slot {slot} follows slot {max(schemas)}: slots must be strictly ascending", pos)
         start = pos + SCHEMA_ENTRY.size
         if start + length > len(data):
             raise fail(f"schema of slot {slot} ({length} bytes) runs past the section", pos)
