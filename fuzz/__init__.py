@@ -18,15 +18,19 @@ Targets (one module each):
   then carry a clean batch;
 - ``otlp``: OTLP protobuf and JSON requests, then encode, decode and compare;
 - ``store_files``: one file of a crashed store (any WAL file, any segment, ack log, checkpoint,
-  sidecar, floor) replaced, then `quiver verify` / `inspect` / `replay` / `dump` and an open, read
-  and drain of both subscribers in the three recovery modes; every bundle read from a segment file
+  sidecar, floor, progress ledger, the ledger also with its CRC made right) replaced, then `quiver
+  verify` / `inspect` / `replay` / `dump` and an open, read and drain of both subscribers and a
+  committed_offset of each producer in the three recovery modes; every bundle read from a segment file
   the input left alone must be the one the template stored (same slots, rows and ingestion time),
   so wrong data fails the target too, not only a crash. The crashed store (store_files.py; made
-  once per output folder, about 145 KB; the old one was 1.1 MB, mostly a WAL tail of zeros) is an OTAP-layout store that was closed once (so it has an
+  once per output folder, about 137 KB; the old one was 1.1 MB, mostly a WAL tail of zeros) is an OTAP-layout store that was closed once (so it has an
   ack checkpoint) and reopened: subscribers "a" and "b" with acks, nacks, gaps, a done segment
   and "dropped" outcomes from a retention drop (max_age) of segment 0, a third subscriber
   unsubscribed, segments 1 and 2 uncompressed and 3 zstd, and three bundles left in a WAL of
-  three files (``wal.rotation_size`` 16 KiB), the active one with a pre-extended zero tail;
+  three files (``wal.rotation_size`` 16 KiB), the active one with a pre-extended zero tail.
+  Producer progress (slot 63) of three producers is in it everywhere a committed offset is read
+  from: ``segments/progress.ledger`` (segment 0's, kept before retention deleted it), segments 1
+  and 3, and the WAL's last two bundles only (replay recovers them);
 - ``wal_frames``: the same, with the frames of the three WAL files edited as one list (types,
   sequences, bitmaps, slot metadata, payload bytes, synced ranges, frames duplicated, dropped,
   swapped, also between the files, a slot moved to the progress slot) and their CRCs made right

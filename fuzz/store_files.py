@@ -1,7 +1,8 @@
 """One file of a crashed store replaced by fuzz input (see fuzz/__init__.py).
 
-Input: byte 0 picks the file (mod 10), the rest is its new content. The crashed store is made
-once (FUZZ_STORE_TEMPLATE names it; `python -m fuzz` keeps it in its output folder)."""
+Input: byte 0 picks the file (mod 12: the 11 FILES, then the progress ledger again with the CRC32C
+of the rest appended, so that its entries are read), the rest is its new content. The crashed store
+is made once (FUZZ_STORE_TEMPLATE names it; `python -m fuzz` keeps it in its output folder)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
+import crc32c
+
 from adaptive_arrow.store_layout import OTAP_LAYOUT
 from quiver_store import (
     QuiverError,
@@ -29,14 +32,17 @@ from quiver_store import (
     StoreConfig,
     WalConfig,
     cli,
+    progress_ledger,
 )
 
 from .harness import Seeds, fuzz
 
 SEGMENTS = tuple(f"segments/{seq:016d}.qseg" for seq in (1, 2, 3))  # 1 and 2 uncompressed, 3 zstd
 WALS = ("wal/quiver.wal.6", "wal/quiver.wal.7", "wal/quiver.wal")  # two rotated chunks, then the active file
+LEDGER = f"segments/{progress_ledger.NAME}"
 FILES = (WALS[2], SEGMENTS[0], "ack.log", "ack.checkpoint", "wal/truncate.offset", "segments/next.seq", *WALS[:2],
-         *SEGMENTS[1:])  # fmt: skip
+         *SEGMENTS[1:], LEDGER)  # fmt: skip
+PRODUCERS = ("import/0", "import/1", "import/2", "import/3")  # the template's three, and one it never saw
 # Small WAL files so the template's WAL rotates; the maintenance timer never runs by itself, so
 # the template's one retention sweep is the explicit one.
 CONFIG = StoreConfig(
@@ -54,19 +60,22 @@ from adaptive_arrow import Encoder
 from adaptive_arrow.store_layout import OTAP_LAYOUT
 from quiver_store import *
 config = {config!r}
-def ingest(store, signal, bundles, ingestion_time_ns=None):
+def ingest(store, signal, bundles, ingestion_time_ns=None, producer=None, offset=0):
     encoder = Encoder(signal)
-    for bundle in otap_model.generate(signal, 10 * bundles, batch_size=10, seed=1):
+    for i, bundle in enumerate(otap_model.generate(signal, 10 * bundles, batch_size=10, seed=1)):
         records = encoder.encode_records(bundle)
+        if producer is not None:  # "producer has consumed offset + i + 1 items", in slot 63
+            records = with_progress(records, producer, offset + i + 1)
         if ingestion_time_ns is not None:
             records.ingestion_time_ns = ingestion_time_ns
         store.ingest(records)
 uncompressed = dataclasses.replace(config, segment=dataclasses.replace(config.segment, compression=None))
 with QuiverStore.open(sys.argv[1], uncompressed, layout=OTAP_LAYOUT) as store:
     a, b = store.subscribe("a"), store.subscribe("b")
-    ingest(store, "logs", 2, ingestion_time_ns=10**18)  # segment 0: retention drops it (max_age)
+    ingest(store, "logs", 1, 10**18, "import/0", 0)  # segment 0: retention drops it (max_age), its
+    ingest(store, "logs", 1, 10**18, "import/1", 40)  # offsets (import/0 1, import/1 41) go to the ledger
     store.flush()
-    ingest(store, "logs", 2)  # segment 1
+    ingest(store, "logs", 2, None, "import/0", 1)  # segment 1: import/0 3
     store.flush()
     ingest(store, "logs", 1)  # segment 2
     store.flush()
@@ -78,12 +87,13 @@ with QuiverStore.open(sys.argv[1], uncompressed, layout=OTAP_LAYOUT) as store:
 store = QuiverStore.open(sys.argv[1], config, layout=OTAP_LAYOUT)
 a, b = store.subscribe("a"), store.subscribe("b")
 store.unsubscribe(store.subscribe("c").name)
-ingest(store, "traces", 2)  # segment 3, zstd
+ingest(store, "traces", 2, None, "import/1", 41)  # segment 3, zstd: import/1 43
 store.flush()
 a.next(timeout=1).ack(); b.next(timeout=1).nack()
-ingest(store, "metrics", 1)  # two WAL entries past wal.rotation_size: the next one rotates the WAL
-ingest(store, "logs", 1)  # in a new active file, followed by its pre-extended zero tail:
-active, waited = os.path.join(sys.argv[1], "wal", "quiver.wal"), 0  # the preallocator thread writes it
+# progress only in the WAL (replay recovers it): import/2 7, import/0 4
+ingest(store, "metrics", 1, None, "import/2", 6)  # two WAL entries past wal.rotation_size: the next one rotates
+ingest(store, "logs", 1, None, "import/0", 3)  # the WAL, in a new active file followed by its pre-extended
+active, waited = os.path.join(sys.argv[1], "wal", "quiver.wal"), 0  # zero tail (the preallocator thread writes it)
 while os.path.getsize(active) < config.wal.rotation_size and waited < 1000:
     time.sleep(0.01); waited += 1
 os._exit(0)  # a crash: these stay in the WAL only
@@ -136,7 +146,11 @@ logging.disable(logging.CRITICAL)  # recovery logs every damage it meets
 def one(data: bytes) -> None:
     if not data:
         return
-    check_with(FILES[data[0] % len(FILES)], data[1:])
+    choice = data[0] % (len(FILES) + 1)
+    if choice < len(FILES):
+        check_with(FILES[choice], data[1:])
+    else:
+        check_with(LEDGER, data[1:] + crc32c.crc32c(data[1:]).to_bytes(4, "little"))
 
 
 def check_with(name: str, content: bytes, others: Mapping[str, bytes] | None = None) -> None:
@@ -172,6 +186,8 @@ def check_with(name: str, content: bytes, others: Mapping[str, bytes] | None = N
                     while (delivery := subscription.next(timeout=0)) is not None:
                         check_stored(delivery.segment_seq, delivery.bundle_index, delivery.bundle, replaced)
                         delivery.ack()
+                for producer in PRODUCERS:
+                    store.committed_offset(producer)
         except QuiverError:
             pass
 
@@ -181,9 +197,11 @@ def seed(directory: str) -> None:
     with its middle byte inverted: libFuzzer keeps only seeds that add coverage, and every file
     as it is runs the same code (the template), so without the damaged ones it would keep two."""
     put = Seeds(directory).put
-    for i, name in enumerate(FILES):
+    for i, name in enumerate((*FILES, LEDGER)):
         with open(os.path.join(template(), name), "rb") as f:
             data = bytearray(f.read().rstrip(b"\0") if "/quiver.wal" in name else f.read())
+        if i == len(FILES):  # the ledger whose CRC32C `one` appends
+            del data[-4:]
         put(bytes([i]) + data)
         data[len(data) // 2] ^= 0xFF
         put(bytes([i]) + data)
