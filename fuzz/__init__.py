@@ -20,10 +20,15 @@ Targets (one module each):
 - ``store_files``: one file of a crashed store (any WAL file, any segment, ack log, checkpoint,
   sidecar, floor, progress ledger, the ledger also with its CRC made right) replaced, then `quiver
   verify` / `inspect` / `replay` / `dump` and an open, read and drain of both subscribers and a
-  committed_offset of each producer in the three recovery modes; every bundle read from a segment file
-  the input left alone must be the one the template stored (same slots, rows and ingestion time),
-  so wrong data fails the target too, not only a crash. The crashed store (store_files.py; made
-  once per output folder, about 137 KB; the old one was 1.1 MB, mostly a WAL tail of zeros) is an OTAP-layout store that was closed once (so it has an
+  committed_offset of each producer in the three recovery modes (each step also after an earlier
+  one raised QuiverError, and the deliveries again after a flush put the WAL's replayed bundles in
+  a segment). Wrong data fails the target too, not only a crash (readback.py): a bundle read from a
+  template segment must be the one stored there (same slots, rows, fingerprints and ingestion time)
+  unless the input edited that file and every checksum the reader checks for that bundle holds
+  in it and a part the bundle is built from (manifest row and refs, its streams' fingerprints and
+  slices) differs; a bundle replayed from the WAL must be one of the template's frames' unless an
+  edited WAL file holds a new frame with a valid CRC. The crashed store (store_files.py; made
+  once per output folder, about 136 KB; the old one was 1.1 MB, mostly a WAL tail of zeros) is an OTAP-layout store that was closed once (so it has an
   ack checkpoint) and reopened: subscribers "a" and "b" with acks, nacks, gaps, a done segment
   and "dropped" outcomes from a retention drop (max_age) of segment 0, a third subscriber
   unsubscribed, segments 1 and 2 uncompressed and 3 zstd, and three bundles left in a WAL of
