@@ -540,26 +540,38 @@ def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+DESCRIPTION = """Inspect and check a Quiver store (read-only).
+
+exit status: 0 fine, 1 damage found (or standard output cannot be written), 2 bad arguments, not a
+store, or refused (replay --recovery strict on damage), 130 Ctrl-C, 141 the reader of a pipe went
+away."""
 INTERRUPTED_EXIT = 128 + 2  # what a shell reports for a command Ctrl-C (SIGINT) ended
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="quiver", description="Inspect and check a Quiver store (read-only).")
+    parser = argparse.ArgumentParser(prog="quiver", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("inspect", help="segments, streams, schemas, time ranges and sizes")
-    p.add_argument("path")
+    path_help = "the store directory (the one holding wal/ and segments/)"
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser_ = sub.add_parser(name, help=help_text, description=help_text)
+        parser_.add_argument("path", help=path_help)
+        return parser_
+
+    p = command("inspect", "segments, streams, schemas, time ranges and sizes")
     p.add_argument("--streams", action="store_true", help="also list every stream of every segment")
     p.add_argument("--schemas", action="store_true", help="print each slot's representative schema over every segment")
-    p = sub.add_parser("verify", help="full checksum pass; non-zero exit naming file and offset on damage")
-    p.add_argument("path")
-    p = sub.add_parser("dump", help="every stored bundle (segments, then the WAL) as JSON lines or Arrow IPC files")
-    p.add_argument("path")
-    p.add_argument("--format", choices=("json", "arrow"), default="json")
+    command("verify", "full checksum pass; non-zero exit naming file and offset on damage")
+    p = command("dump", "every stored bundle (segments, then the WAL) as JSON lines or Arrow IPC files")
+    p.add_argument("--format", choices=("json", "arrow"), default="json",
+                   help="json: one line per bundle on stdout; arrow: one Arrow IPC file per bundle and slot in "
+                        "--output (default: json)")
     p.add_argument("--segment", type=int, default=None, help="only this segment sequence number")
     p.add_argument("--output", help="directory for --format arrow")
-    p = sub.add_parser("replay", help="what WAL recovery would do (read-only)")
-    p.add_argument("path")
-    p.add_argument("--recovery", choices=("point_in_time", "skip_corrupt", "strict"), default="point_in_time")
+    p = command("replay", "what WAL recovery would do (read-only)")
+    p.add_argument("--recovery", choices=("point_in_time", "skip_corrupt", "strict"), default="point_in_time",
+                   help="the wal.recovery mode to simulate (default: point_in_time)")
     args = parser.parse_args(argv)
     console = Console(width=max(Console().width, 160))  # piped: wide enough that no table wraps a cell
     handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]

@@ -114,6 +114,20 @@ def test_verify_flags_a_flipped_segment_byte(store_dir, capsys, where):
     assert f"{seg}" in out and "offset" in out
 
 
+def test_help_says_what_path_is_the_defaults_and_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 fine, 1 damage found" in text and "2 bad arguments, not a store, or refused" in text
+    for command, shown in (("inspect", "segments, streams, schemas"), ("verify", "full checksum pass"),
+                           ("dump", "(default: json)"), ("replay", "(default: point_in_time)")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "the store directory (the one holding wal/ and segments/)" in text and shown in text, command
+
+
 def test_dump_json_and_arrow(store_dir, capsys, tmp_path_factory):
     assert main(["dump", str(store_dir)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
