@@ -174,6 +174,31 @@ def test_json_read_as_protobuf_says_it_looks_like_json(tmp_path: Path, capsys: p
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(("name", "argv", "read_as"), [("logs.json", [], "OTLP/JSON"),
+                                                    ("logs.pb", ["--input-format", "otlp-json"], "OTLP/JSON"),
+                                                    ("logs.pb", ["--input-format", "zipkin-json"], "Zipkin JSON")])
+def test_protobuf_read_as_json_says_it_looks_like_protobuf(tmp_path: Path, name: str, argv: list[str], read_as: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    renamed = tmp_path / name
+    renamed.write_bytes(_requests(tmp_path, "logs.json", 1)[0].read_bytes())
+    code, _, err = _run(["encode", str(renamed), *argv, "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert err.startswith(f"adaptive-arrow encode: {renamed} (read as {read_as}): ")
+    assert err.endswith("; the file looks like an OTLP logs request in protobuf: pass --input-format otlp-proto\n")
+
+
+@pytest.mark.parametrize("argv", [[], ["--signal", "logs"]])
+def test_an_envelope_file_given_to_encode_says_to_decode_it(tmp_path: Path, argv: list[str],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    envelopes = tmp_path / "x.otap"
+    assert main(["encode", *map(str, _requests(tmp_path, "logs.json", 2)), "--out", str(envelopes), "--quiet"]) == 0
+    capsys.readouterr()
+    code, _, err = _run(["encode", str(envelopes), *argv, "--out", str(tmp_path / "again.otap")], capsys)
+    assert code == 2
+    assert err.startswith(f"adaptive-arrow encode: {envelopes} (read as OTLP protobuf): ")
+    assert err.endswith("; the file is an OTAP envelope file (adaptive-arrow encode's output): read it with adaptive-arrow decode\n")
+
+
 def test_wrong_signal_says_which_signal_the_file_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inputs = _requests(tmp_path, "logs.json", 1)
     code, _, err = _run(["encode", str(inputs[0]), "--signal", "traces", "--out", str(tmp_path / "o")], capsys)

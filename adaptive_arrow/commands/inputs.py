@@ -17,14 +17,16 @@ or nothing, the empty request), is read frame by frame; no single request parses
 ``--input-format auto`` picks the format by suffix (``.json``, ``.jsonl``: JSON, ``.pb``:
 protobuf), then by content (a first non-blank byte ``{`` is OTLP/JSON, ``[`` Zipkin JSON, anything
 else protobuf); JSON is OTLP/JSON unless it is a list (Zipkin). No OTLP request starts with ``{``
-or ``[``, so a protobuf parse failure of such a file says it looks like JSON. An OTLP/JSON file of
-two or more non-blank lines whose first line is a whole JSON object is JSON Lines (a
-pretty-printed request's first line never is).
+or ``[``, so a protobuf parse failure of such a file says it looks like JSON; a JSON parse failure
+of bytes that parse as a protobuf request says that, and a protobuf parse failure of an OTAP
+envelope file (encode's output) says so. An OTLP/JSON file of two or more non-blank lines whose
+first line is a whole JSON object is JSON Lines (a pretty-printed request's first line never is).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import struct
 from collections.abc import Iterator
@@ -248,9 +250,34 @@ def _infer(data: bytes, where: str) -> OtapBundle:
 
 
 def _hint(data: bytes, fmt: str) -> str:
-    """A JSON file read as protobuf fails on some odd field; say what it is. (from_otlp itself says
-    when the bytes hold another signal than --signal names.)"""
+    """A file read in the wrong format fails on some odd field or byte; say what it looks like: JSON
+    read as protobuf, a protobuf request read as JSON, or an OTAP envelope file (encode's output)
+    given as input. (from_otlp itself says when the bytes hold another signal than --signal names.)"""
+    from otap_model.otlp.decode import infer_signal
+
     first = _first(data)
-    if fmt != "otlp-proto" or first not in (b"{", b"["):
-        return ""
-    return f"; the file looks like JSON: pass --input-format {'otlp-json' if first == b'{' else 'zipkin-json'}"
+    if fmt == "otlp-proto" and first in (b"{", b"["):
+        return f"; the file looks like JSON: pass --input-format {'otlp-json' if first == b'{' else 'zipkin-json'}"
+    if fmt != "otlp-proto" and data[:1] == b"\x0a":  # field 1, what every serialized non-empty request starts with
+        try:
+            signal = infer_signal(data)
+        except ConversionError:
+            return ""
+        return f"; the file looks like an OTLP {signal.value} request in protobuf: pass --input-format otlp-proto"
+    if fmt == "otlp-proto" and is_envelope_file(data):
+        return "; the file is an OTAP envelope file (adaptive-arrow encode's output): read it with adaptive-arrow decode"
+    return ""
+
+
+def is_envelope_file(data: bytes) -> bool:
+    """Whether `data` is a whole OTAP envelope file (adaptive_arrow.envelope_file) whose first message
+    carries payloads: a likelier reading than a damaged request when protobuf parsing failed."""
+    from ..envelope import BatchArrowRecords
+    from ..envelope_file import read_envelopes
+    from ..errors import AdaptiveArrowError
+
+    try:
+        messages = list(read_envelopes(io.BytesIO(data)))
+        return bool(messages) and bool(BatchArrowRecords.from_bytes(messages[0]).payloads)
+    except AdaptiveArrowError:
+        return False
