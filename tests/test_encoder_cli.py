@@ -199,6 +199,19 @@ def test_an_envelope_file_given_to_encode_says_to_decode_it(tmp_path: Path, argv
     assert err.endswith("; the file is an OTAP envelope file (adaptive-arrow encode's output): read it with adaptive-arrow decode\n")
 
 
+@pytest.mark.parametrize(("kind", "read_as"), [("protobuf", "OTLP protobuf"), ("json", "OTLP/JSON"), ("zipkin", "Zipkin JSON")])
+def test_decode_of_an_otlp_file_says_to_encode_it(tmp_path: Path, kind: str, read_as: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = {"protobuf": lambda: _requests(tmp_path, "logs.json", 1)[0], "json": lambda: DATA / "logs.json",
+            "zipkin": lambda: DATA.parent / "zipkin" / "yelp.json"}[kind]()
+    signal = "traces" if kind == "zipkin" else "logs"
+    code, _, err = _run(["decode", str(path), "--out", str(tmp_path / "d")], capsys)
+    assert code == 2
+    assert err.startswith(f"adaptive-arrow decode: {path}: message 1: ")
+    assert err.endswith(f"; the file holds {signal} export requests (read as {read_as}), not OTAP envelopes: "
+                        "encode it first with adaptive-arrow encode\n")
+
+
 def test_wrong_signal_says_which_signal_the_file_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inputs = _requests(tmp_path, "logs.json", 1)
     code, _, err = _run(["encode", str(inputs[0]), "--signal", "traces", "--out", str(tmp_path / "o")], capsys)

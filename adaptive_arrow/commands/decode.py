@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import outputs
@@ -97,7 +98,7 @@ def decode_envelopes(args: argparse.Namespace) -> int:
                 try:
                     message = next(messages)
                 except EnvelopeError as exc:  # framing: names the file and message itself
-                    print(f"{NAME}: {exc}", file=sys.stderr)
+                    print(f"{NAME}: {exc}{_requests_hint(args.input) if number == 0 else ''}", file=sys.stderr)
                     return 2
                 except StopIteration:
                     break
@@ -109,10 +110,27 @@ def decode_envelopes(args: argparse.Namespace) -> int:
         print(f"{NAME}: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except (AdaptiveArrowError, OtapModelError) as exc:
-        print(f"{NAME}: {args.input}: message {number}: {exc}", file=sys.stderr)
+        hint = _requests_hint(args.input) if number == 1 else ""
+        print(f"{NAME}: {args.input}: message {number}: {exc}{hint}", file=sys.stderr)
         return 2
     print(f"{number} message(s) decoded into {args.out}")
     return 0
+
+
+def _requests_hint(path: Path) -> str:
+    """An envelope file whose first message fails may be no envelope file at all but the OTLP or
+    Zipkin input that encode takes; say so when its first request reads as such."""
+    from .inputs import InputError, read_input, to_bundles
+
+    try:
+        first = next(to_bundles(path, read_input(path), "auto", None), None)
+    except (InputError, OSError):
+        return ""
+    if first is None:
+        return ""
+    request, bundle = first
+    return (f"; the file holds {bundle.signal.value} export requests (read as {request.read_as}), not OTAP envelopes: "
+            "encode it first with adaptive-arrow encode")
 
 
 def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
