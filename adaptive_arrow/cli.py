@@ -20,7 +20,7 @@ reader of a pipe went away."""
 SUBCOMMANDS = {
     "generate": "generate realistic telemetry and write OTLP protobuf files",
     "encode": "encode OTLP files (protobuf, OTLP/JSON or Zipkin JSON) into an OTAP envelope file",
-    "decode": "decode an OTAP envelope file, or a Quiver store of OTAP records, back into OTLP protobuf files",
+    "decode": "decode an OTAP envelope file, or a Quiver store of OTAP records, back into OTLP files (protobuf or OTLP/JSON)",
     "bench": "run the compression benchmark (OTAP vs OTLP + zstd)",
     "pipeline": "generate, encode and persist telemetry into a Quiver store",
 }

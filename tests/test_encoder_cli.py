@@ -260,6 +260,9 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert shown in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):
+        main(["decode", "--help"])
+    assert "back into OTLP files (protobuf or OTLP/JSON)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_generate_refuses_a_directory_of_an_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
