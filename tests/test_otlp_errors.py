@@ -363,3 +363,20 @@ def test_json_of_several_signals_or_none_says_which() -> None:
     with pytest.raises(ConversionError, match=r"^cannot infer the signal: the request names none \(no resourceLogs, "
                                               r"resourceSpans or resourceMetrics\); pass signal=$"):
         from_otlp_json('{"foo": []}')
+
+
+@pytest.mark.parametrize("name", ["from_otlp_json", "from_zipkin_json"])
+def test_a_file_path_given_for_the_document_says_to_pass_its_contents(tmp_path: Path, name: str) -> None:
+    import otap_model
+
+    convert = getattr(otap_model, name)
+    path = tmp_path / "input.json"
+    path.write_text('{"resourceLogs": []}')
+    with pytest.raises(ConversionError, match=r"^invalid JSON: Expecting value: line 1 column 1 \(char 0\); the str names "
+                                              rf"a file: pass its contents \(pathlib\.Path\({re.escape(repr(str(path)))}\)"
+                                              r"\.read_bytes\(\)\)$"):
+        convert(str(path))
+    with pytest.raises(ConversionError, match=r"got PosixPath, a path: pass the file's contents \(path\.read_bytes\(\)\)$"):
+        convert(path)
+    with pytest.raises(ConversionError, match=r"^invalid JSON: Expecting value: line 1 column 1 \(char 0\)$"):
+        convert("no-such-file.json")  # not a file: nothing to add

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 from typing import Any
 
 from google.protobuf import json_format
@@ -68,13 +69,24 @@ def load_json(document: Any, expected: str, too_deep: ConversionError | None = N
     if isinstance(document, (dict, list)):
         return document
     if not isinstance(document, (str, bytes, bytearray, memoryview)):
-        raise ConversionError(f"expected {expected} as str or bytes (or the object json.loads made of it), got {type(document).__name__}")
+        path = ", a path: pass the file's contents (path.read_bytes())" if isinstance(document, os.PathLike) else ""
+        raise ConversionError(
+            f"expected {expected} as str or bytes (or the object json.loads made of it), got {type(document).__name__}{path}"
+        )
     try:
         return json.loads(bytes(document) if isinstance(document, memoryview) else document)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ConversionError(f"invalid JSON: {exc}") from None
+        raise ConversionError(f"invalid JSON: {exc}{_path_hint(document)}") from None
     except RecursionError:
         raise too_deep or ConversionError(f"invalid {expected}: nested deeper than Python's JSON parser goes") from None
+
+
+def _path_hint(document: str | bytes | bytearray | memoryview) -> str:
+    """A str that is not JSON but names a file was most likely meant as the file (as
+    pandas.read_json takes a path): say to pass its contents."""
+    if isinstance(document, str) and len(document) < 4096 and "\n" not in document and os.path.isfile(document):
+        return f"; the str names a file: pass its contents (pathlib.Path({document!r}).read_bytes())"
+    return ""
 
 
 def otlp_json_to_message(document: str | bytes | bytearray | dict[str, Any], signal: Signal | str | None = None) -> Any:
