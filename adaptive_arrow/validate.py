@@ -9,6 +9,7 @@ from typing import cast
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from google.protobuf.message import Message
 
 from otap_model import SIGNAL_PAYLOADS, OtapBundle, PayloadType, Signal, reference_schema, relations
 from otap_model.payload import ATTRIBUTE_TABLES
@@ -245,6 +246,15 @@ def _null_error(error: type[AdaptiveArrowError], where: str, nulls: pa.Array) ->
     return error(f"{where}: {rows.size} null value(s) in a not-null column (e.g. rows {rows[:5].tolist()})")
 
 
+def _making_a_bundle(value: object) -> str:
+    """How to make a bundle of the likeliest things given instead: an OTLP request or its bytes, a table."""
+    if isinstance(value, bytes | bytearray | memoryview | Message):
+        return ": convert OTLP with otap_model.from_otlp first"
+    if isinstance(value, pa.RecordBatch | pa.Table):
+        return ": wrap tables as OtapBundle(signal, {PayloadType: table})"
+    return ""
+
+
 def check_tables(bundle: OtapBundle, signal: Signal) -> None:
     """The bundle's signal and table keys: payload types of ``signal`` only."""
     try:
@@ -285,7 +295,7 @@ def check_encodings(bundle: OtapBundle) -> None:
 
 def check_bundle(bundle: OtapBundle, signal: Signal) -> None:
     if not isinstance(bundle, OtapBundle):
-        raise EncodingError(f"expected an otap_model.OtapBundle, got {type(bundle).__name__}")
+        raise EncodingError(f"expected an otap_model.OtapBundle, got {type(bundle).__name__}{_making_a_bundle(bundle)}")
     check_tables(bundle, signal)
     for pt, batch in bundle.tables.items():
         check_schema(PayloadType(pt), batch)

@@ -6,6 +6,8 @@ encodes the next valid bundle as if the bad one never came."""
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -188,3 +190,14 @@ def test_valid_sort_orders_still_build() -> None:
     config = EncoderConfig(sort_orders={30: ["severity_number", "time_unix_nano"]})
     assert config.sort_orders is not None and config.sort_orders[30] == ("severity_number", "time_unix_nano")
     assert _canon(Decoder().decode(Encoder("logs", config).encode(LOGS_GEN[0]).to_bytes())) == _canon(LOGS_GEN[0])
+
+
+def test_what_is_no_bundle_is_refused_saying_how_to_make_one() -> None:
+    request = next(otap_model.generate_otlp("logs", 10, batch_size=10, seed=1))
+    table = otap_model.from_otlp(request)[PayloadType.LOGS]
+    for value, hint in ((request, "ExportLogsServiceRequest: convert OTLP with otap_model.from_otlp first"),
+                        (request.SerializeToString(), "bytes: convert OTLP with otap_model.from_otlp first"),
+                        (table, "RecordBatch: wrap tables as OtapBundle(signal, {PayloadType: table})")):
+        for encode in (Encoder("logs").encode, Encoder("logs").encode_records):
+            with pytest.raises(EncodingError, match=rf"^expected an otap_model\.OtapBundle, got {re.escape(hint)}$"):
+                encode(value)
