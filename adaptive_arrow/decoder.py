@@ -22,7 +22,7 @@ from quiver_store.progress import PROGRESS_SLOT
 
 from . import transport
 from .envelope import BatchArrowRecords
-from .errors import AdaptiveArrowError, DecodingError
+from .errors import AdaptiveArrowError, DecodingError, EnvelopeError
 from .one_call import OneCallAtATime
 from .restore import RestorePlan
 from .signature import schema_fingerprint
@@ -145,6 +145,9 @@ class Decoder:
         self, bar_or_bytes: BatchArrowRecords | bytes | bytearray | memoryview
     ) -> tuple[BatchArrowRecords, str, Signal]:
         """The parsed envelope, its name in messages and its signal (checked, nothing fed yet)."""
+        if isinstance(bar_or_bytes, RecordBundle):  # what encode_records makes and a store holds
+            raise EnvelopeError("expected a BatchArrowRecords envelope or its bytes, got RecordBundle: "
+                                "decode a Quiver RecordBundle with Decoder.decode_records")
         bar = bar_or_bytes if isinstance(bar_or_bytes, BatchArrowRecords) else BatchArrowRecords.from_bytes(bar_or_bytes)
         where = f"batch {bar.batch_id}"
         types = [_payload_type(p.type, f"{where} payload {i}") for i, p in enumerate(bar.payloads)]
@@ -240,7 +243,9 @@ class Decoder:
 
     def _decode_records(self, record_bundle: RecordBundle) -> OtapBundle:
         if not isinstance(record_bundle, RecordBundle):
-            raise DecodingError(f"expected a quiver_store RecordBundle, got {type(record_bundle).__name__}")
+            envelope = isinstance(record_bundle, BatchArrowRecords | bytes | bytearray | memoryview)
+            raise DecodingError(f"expected a quiver_store RecordBundle, got {type(record_bundle).__name__}"
+                                + (": decode an OTAP envelope with Decoder.decode" if envelope else ""))
         slots = {slot: batch for slot, batch in record_bundle.slots.items() if slot != PROGRESS_SLOT}  # not telemetry
         types = {slot: _payload_type(slot, f"record bundle slot {slot}") for slot in slots}
         signal = self._signal_of(types.values(), "record bundle", empty="a bundle without slots")

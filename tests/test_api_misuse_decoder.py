@@ -199,3 +199,14 @@ def test_bad_envelope_fields_are_envelope_errors() -> None:
     with pytest.raises(EnvelopeError, match=r"arrow_payloads\[0\]\.type: payload type 1099511627776 does not fit the int32"):
         Decoder().decode(b"\x12" + bytes([len(inner)]) + inner)
     assert BatchArrowRecords(3, [ArrowPayload("0", 30, bytearray(b"r"))]).payloads[0].record == b"r"
+
+
+def test_an_envelope_and_a_record_bundle_given_to_the_other_call_say_which_call_takes_them() -> None:
+    bundle = next(otap_model.generate("logs", 10, batch_size=10, seed=1))
+    with pytest.raises(EnvelopeError, match=r"^expected a BatchArrowRecords envelope or its bytes, got RecordBundle: "
+                                            r"decode a Quiver RecordBundle with Decoder\.decode_records$"):
+        Decoder().decode(Encoder("logs").encode_records(bundle))
+    for envelope in (Encoder("logs").encode(bundle), Encoder("logs").encode(bundle).to_bytes()):
+        with pytest.raises(DecodingError, match=rf"^expected a quiver_store RecordBundle, got {type(envelope).__name__}: "
+                                                r"decode an OTAP envelope with Decoder\.decode$"):
+            Decoder().decode_records(envelope)
