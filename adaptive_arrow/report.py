@@ -22,7 +22,7 @@ def render(result: PipelineResult, console: Console) -> None:
             f"{r.otlp_zstd_bytes:,}",
             f"{r.otap_bytes:,}",
             f"{r.otap_zstd_bytes:,}",
-            f"{r.ratio:.2f}x",
+            f"{r.ratio:.2f}x" if r.otap_zstd_bytes else "-",
             f"{r.records / r.encode_seconds:,.0f}" if r.encode_seconds else "-",
             f"{r.batches / r.ingest_seconds:,.0f}" if r.ingest_seconds else "-",
             f"{r.verified}/{r.batches}" + ("" if not r.mismatches else f" (mismatch: {r.mismatches[:5]})"),

@@ -116,3 +116,10 @@ def test_a_store_the_disk_refuses_is_an_io_error(tmp_path, capsys, monkeypatch):
     assert (code, capsys.readouterr().err) == (
         1, f"adaptive-arrow pipeline: {store}: opening the store failed ([Errno 1] Operation not "
            f"permitted: '{store}'); the store is not open; what it holds is kept, and a later open retries\n")
+
+
+def test_a_run_without_records_shows_no_ratio(tmp_path, capsys):
+    """--count 0 encodes nothing: 'smaller by 0.00x' would claim OTAP grew without bound."""
+    assert cli_main(["pipeline", "--store", str(tmp_path / "s"), "--signal", "logs", "--count", "0"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ logs"))
+    assert [cell.strip() for cell in row.split("│")[1:-1]][7:] == ["-", "-", "-", "0/0"]
