@@ -100,7 +100,8 @@ def test_unusable_input_files_are_named(tmp_path: Path, capsys: pytest.CaptureFi
     assert _bench([str(tmp_path), *OFF, *out], capsys) == (2, f"adaptive-arrow bench: {tmp_path}: not a regular file (a directory)\n")
     code, err = _bench([str(otap), *OFF, *out], capsys)
     assert (code, err) == (2, f"adaptive-arrow bench: {otap} (read as OTLP protobuf): "
-                              "not one Export{Logs,Trace,Metrics}ServiceRequest of a single signal\n")
+                              "not one Export{Logs,Trace,Metrics}ServiceRequest of a single signal; "
+                              "the file is an OTAP envelope file (adaptive-arrow encode's output): read it with adaptive-arrow decode\n")
     assert not (tmp_path / "o").exists()
 
 
