@@ -97,7 +97,7 @@ def test_unusable_input_files_are_named(tmp_path: Path, capsys: pytest.CaptureFi
     otap.write_bytes(b"\x04\x00\x00\x00\x08\x01\x12\x00")
     out = ["--out", str(tmp_path / "o")]
     assert _bench([str(empty), *OFF, *out], capsys) == (2, f"adaptive-arrow bench: {empty}: the file is empty: no records to measure\n")
-    assert _bench([str(tmp_path), *OFF, *out], capsys) == (2, f"adaptive-arrow bench: {tmp_path}: not a regular file (a directory)\n")
+    assert _bench([str(tmp_path), *OFF, *out], capsys) == (2, f"adaptive-arrow bench: {tmp_path}: not a regular file (a directory); pass the files in it, such as {tmp_path}/*\n")
     code, err = _bench([str(otap), *OFF, *out], capsys)
     assert (code, err) == (2, f"adaptive-arrow bench: {otap} (read as OTLP protobuf): "
                               "not one Export{Logs,Trace,Metrics}ServiceRequest of a single signal; "

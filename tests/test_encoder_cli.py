@@ -233,7 +233,7 @@ def test_missing_input_or_directory_is_refused_before_writing(tmp_path: Path, ca
     assert _run(["encode", str(tmp_path / "no.pb"), "--signal", "logs", "--out", str(out)], capsys)[::2] == (
         2, f"adaptive-arrow encode: {tmp_path / 'no.pb'}: no such file\n")
     assert _run(["encode", str(tmp_path), "--signal", "logs", "--out", str(out)], capsys)[::2] == (
-        2, f"adaptive-arrow encode: {tmp_path}: not a regular file (a directory)\n")
+        2, f"adaptive-arrow encode: {tmp_path}: not a regular file (a directory); pass the files in it, such as {tmp_path}/*\n")
     assert not out.exists()
 
 

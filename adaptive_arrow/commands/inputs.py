@@ -81,7 +81,8 @@ def check_files(paths: list[Path]) -> None:
         if not path.exists():
             raise InputError(f"{path}: no such file")
         if not path.is_file():
-            raise InputError(f"{path}: not a regular file" + (" (a directory)" if path.is_dir() else ""))
+            what = f" (a directory); pass the files in it, such as {path / '*'}" if path.is_dir() else ""
+            raise InputError(f"{path}: not a regular file{what}")
 
 
 def read_input(path: Path) -> bytes:
