@@ -18,6 +18,7 @@ entries up to the newest segment's last sequence, never skips an unsegmented one
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import logging
 import os
@@ -1331,7 +1332,11 @@ class QuiverStore:
     @counted
     def disk_usage(self) -> int:
         """Bytes of WAL (live), segment files and ack log files of this store."""
-        acks = sum(self.fs.file_size(os.path.join(self.path, n)) for n in self.fs.listdir(self.path) if n.startswith("ack."))
+        acks = 0
+        for name in self.fs.listdir(self.path):
+            if name.startswith("ack."):
+                with contextlib.suppress(FileNotFoundError):  # renamed or removed since listdir (ack.checkpoint.tmp, a rotated log)
+                    acks += self.fs.file_size(os.path.join(self.path, name))
         return self._wal.usage() + sum(self._segment_sizes.values()) + acks
 
     @counted

@@ -16,6 +16,7 @@ from quiver_store.bundle import RecordBundle
 from quiver_store.config import RetentionConfig, SegmentConfig, StoreConfig, SubscriberConfig, WalConfig
 from quiver_store.engine import QuiverStore
 from quiver_store.errors import StoreFullError
+from quiver_store.fs import FileSystem
 from quiver_store.retention import expired_segments, steady_state_victims
 from quiver_store.subscriber.registry import read_offline
 
@@ -345,3 +346,19 @@ def test_drop_oldest_syncs_the_dropped_outcomes_before_unlinking_and_fsyncs_the_
         assert ("fdatasync", "ack.log") in fs.ops[:at]  # dropped outcomes durable first
         assert fs.ops[at + 1] == ("fsync_dir", "segments")  # the deletion itself is durable
         assert store.stats()['quiver.subscriber.dropped_bundles_total{subscriber="slow"}'] == 2
+
+
+def test_size_cap_counts_an_ack_file_renamed_while_listed_as_gone(tmp_path):
+    """disk_usage lists the store root and then sizes each ack.* file; the ack log's checkpoint renames
+    ack.checkpoint.tmp (and rotation removes old logs) on other threads in between. A soak run saw
+    ingest and stats() fail with a bare FileNotFoundError for ack.checkpoint.tmp."""
+    class RenamedAfterListing(FileSystem):
+        def listdir(self, path):
+            names = super().listdir(path)
+            return [*names, "ack.checkpoint.tmp"] if os.path.isfile(os.path.join(path, "LOCK")) else names
+
+    with QuiverStore.open(tmp_path, config(size_cap=1 << 20), fs=RenamedAfterListing()) as store:
+        store.subscribe("s")
+        store.ingest(bundle(0))
+        assert store.disk_usage() > 0
+        assert metric(store, "quiver.ingest.throttle_total") == 0
