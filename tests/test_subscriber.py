@@ -383,3 +383,45 @@ def test_opentelemetry_export_is_optional_and_reads_the_snapshot(tmp_path, monke
     assert kind == "counter" and (0, {"reason": "processed"}) in list(cb(None))
     store.close()
     assert list(cb(None)) == []
+
+
+def test_opentelemetry_instruments_are_created_once_however_often_stores_reopen(tmp_path, monkeypatch):
+    """A meter keeps every instrument created on it (the API's proxy meter in a list) and the SDK
+    drops the callbacks of a second instrument of the same name: one set per open piled up 17 more
+    instruments at each reopen, and only the first store's metrics were exported."""
+    import sys
+    import types
+
+    from quiver_store.subscriber import otel
+
+    created = []
+
+    class Meter:
+        def create_observable_counter(self, name, callbacks):
+            created.append((name, callbacks))
+
+        create_observable_gauge = create_observable_counter
+
+    api = types.ModuleType("opentelemetry.metrics")
+    api.get_meter = lambda name: Meter()
+    api.Observation = lambda value, attributes: (value, attributes)
+    pkg = types.ModuleType("opentelemetry")
+    pkg.metrics = api
+    monkeypatch.setitem(sys.modules, "opentelemetry", pkg)
+    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", api)
+    instruments = len(otel.COUNTERS) + len(otel.GAUGES)
+    root = str(tmp_path / "store")
+    for n in range(5):
+        store = FakeStore(root, cfg())
+        store.subscribe(f"s{n}")
+        assert store.hub.otel_exported is True and len(created) == instruments
+        if n < 4:
+            store.close()
+    (cb,) = next(callbacks for name, callbacks in created if name == "quiver.subscriber.lag_bundles")
+    assert sorted(attrs["subscriber"] for _, attrs in cb(None)) == [f"s{n}" for n in range(5)]  # the open store's
+    other = FakeStore(str(tmp_path / "other"), cfg())  # a second store open at once (another core) is read too
+    other.subscribe("x")
+    assert len(created) == instruments and {"subscriber": "x"} in [attrs for _, attrs in cb(None)]
+    other.close()
+    store.close()
+    assert list(cb(None)) == []

@@ -8,6 +8,7 @@ gauges whose callbacks read the same snapshot `QuiverStore.stats()` returns. Lab
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -45,10 +46,58 @@ def split_key(key: str) -> tuple[str, dict[str, str]]:
     return match.group(1), dict(_LABEL.findall(match.group(2) or ""))
 
 
+class _Exported:
+    """The instruments of one `opentelemetry.metrics` module, created once, and the owners they read.
+
+    A meter keeps every instrument created on it (the API's proxy meter in a list, with no way to
+    remove one), and the SDK drops the callbacks of a second instrument of the same name: one set
+    of instruments per store open piled up 17 instruments per reopen in the first case, and left
+    only the first store's metrics exported in the second. So each instrument is created once per
+    process and reads every live owner.
+    """
+
+    def __init__(self, api: Any, observation: Any, meter_name: str) -> None:
+        self.api = api
+        self._owners: weakref.WeakKeyDictionary[Any, Callable[[Any], dict[str, Any]]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()  # stores open on other threads while a reader collects
+        self._observation = observation
+        meter = api.get_meter(meter_name)
+        for base in COUNTERS:
+            meter.create_observable_counter(base, callbacks=[self._observe(base)])
+        for base in GAUGES:
+            meter.create_observable_gauge(base, callbacks=[self._observe(base)])
+
+    def add(self, owner: Any, snapshot: Callable[[Any], dict[str, Any]]) -> None:
+        with self._lock:
+            self._owners[owner] = snapshot
+
+    def _observe(self, base: str) -> Callable[[Any], Iterable[Any]]:
+        def callback(options: Any) -> Iterable[Any]:
+            with self._lock:
+                owners = list(self._owners.items())
+            out = []
+            for owner, snapshot in owners:
+                try:
+                    values = snapshot(owner)
+                except Exception:  # a closed store: nothing to report
+                    continue
+                for key, value in values.items():
+                    name, attrs = split_key(key)
+                    if name == base and isinstance(value, int | float) and not isinstance(value, bool):
+                        out.append(self._observation(value, attrs))
+            return out
+
+        return callback
+
+
+_EXPORTED: dict[str, _Exported] = {}  # meter name -> its instruments, on the imported API
+_EXPORTED_LOCK = threading.Lock()
+
+
 def register(
     owner: Any, snapshot: Callable[[Any], dict[str, Any]], *, meter_name: str = "quiver_store"
 ) -> bool:
-    """Register observable instruments reading `snapshot(owner)`; False when the API is absent.
+    """Report `snapshot(owner)` through the process's observable instruments; False when the API is absent.
 
     `owner` is held weakly, so a closed and collected store stops reporting instead of leaking.
     """
@@ -57,29 +106,9 @@ def register(
         from opentelemetry.metrics import Observation
     except ImportError:
         return False
-    ref = weakref.ref(owner)
-    meter = metrics.get_meter(meter_name)
-
-    def observe(base: str) -> Callable[[Any], Iterable[Any]]:
-        def callback(options: Any) -> Iterable[Any]:
-            target = ref()
-            if target is None:
-                return []
-            try:
-                values = snapshot(target)
-            except Exception:  # a closed store: nothing to report
-                return []
-            out = []
-            for key, value in values.items():
-                name, attrs = split_key(key)
-                if name == base and isinstance(value, int | float) and not isinstance(value, bool):
-                    out.append(Observation(value, attrs))
-            return out
-
-        return callback
-
-    for base in COUNTERS:
-        meter.create_observable_counter(base, callbacks=[observe(base)])
-    for base in GAUGES:
-        meter.create_observable_gauge(base, callbacks=[observe(base)])
+    with _EXPORTED_LOCK:
+        exported = _EXPORTED.get(meter_name)
+        if exported is None or exported.api is not metrics:  # first store, or another API imported since
+            exported = _EXPORTED[meter_name] = _Exported(metrics, Observation, meter_name)
+    exported.add(owner, snapshot)
     return True
