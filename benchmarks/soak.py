@@ -12,23 +12,25 @@ reopen, a log never checkpointed. Those are invisible in the short benchmarks an
 What runs, for `--minutes`: `--producers` threads ingest small 4-slot bundles (`--data generic`:
 RecordBundles of `--rows` rows shaped like OTAP logs; `otap`: real records of
 `adaptive_arrow.Encoder(signal).encode_records`, one encoder per producer, signals rotating
-logs / traces / metrics; `mixed`, the default: half of each) at `--rate` bundles/s in all, fsync on.
-Small segments (`--segment-size`, `max_open_duration` 0.5 s) are finalized and deleted all the
+logs / traces / metrics; `mixed`, the default: half of each) at `--rate` bundles/s in all, fsync
+on. Small segments (`--segment-size`, `max_open_duration` 0.5 s) are finalized and deleted all the
 time; a `--size-cap` puts ingest through the cap path. Subscriber "fast" (two threads) acks every
-bundle; "slow" (two threads) waits 0.2 ms per bundle and nacks (`--nack`) or defers (`--defer`) some of them,
-so gap sets, backoff and redelivery stay in use. Every `--churn-every` s a short-lived subscriber
-subscribes (start="latest"), acks a few bundles and unsubscribes; every `--reopen-every` s the
-store is closed and reopened; a thread calls `stats()` every second. Each bundle carries a unique
-`ingestion_time_ns`, so every acknowledged ingest, every delivery and every confirmed ack is counted
-(bitmaps in this process: 5 bits per bundle, listed as `harness_bytes`, part of the RSS measured).
-An exception the user guide does not announce for the call (e.g. a bare OSError from `ingest`) is
-counted, its first traceback printed, and the run goes on; it fails the run at the end.
+bundle; "slow" (two threads) waits 0.2 ms per bundle and nacks (`--nack`) or defers (`--defer`)
+some of them, so gap sets, backoff and redelivery stay in use. Every `--churn-every` s a
+short-lived subscriber subscribes (start="latest"), acks a few bundles and unsubscribes; every
+`--reopen-every` s the store is closed and reopened; a thread calls `stats()` every second. Each
+bundle carries a unique `ingestion_time_ns`, so every acknowledged ingest, every delivery and every
+confirmed ack is counted (bitmaps in this process: 5 bits per bundle, listed as `harness_bytes`,
+part of the RSS measured). An exception the user guide does not announce for the call (e.g. a bare
+OSError from `ingest`) is counted, its first traceback printed, and the run goes on; it fails the
+run at the end.
 
-Sampled every `--interval` s: RSS (VmRSS), Python heap (tracemalloc, only with `--tracemalloc`:
-it slows everything), open fds, live threads, segment files and allocated bytes of wal/,
-segments/ and ack.log*, bundles acknowledged, the gauges of `stats()` and the length of every
-dict, list, set and deque reachable from the store's own objects ("census", e.g.
-`store._hub.registry._deleted_why`).
+Sampled every `--interval` s: RSS (VmRSS, and its RssAnon and RssFile parts), bytes in Arrow's
+memory pool, the Python heap (tracemalloc, only with `--tracemalloc`: it slows everything, and its
+own tables and snapshots add to the RSS, shown as `tracemalloc_kib`), open fds, live threads,
+segment files and allocated bytes of wal/, segments/ and ack.log*, bundles acknowledged, the
+gauges of `stats()` and the length of every dict, list, set and deque reachable from the store's
+own objects ("census", e.g. `store._hub.registry._deleted_why`).
 
 Growth, after a warm-up (`--warmup`, a fraction of the run): least-squares slope of each metric
 against bundles ingested, per million bundles, over the whole post-warm-up part and over its second
@@ -95,7 +97,7 @@ STATS_GAUGES = (
 )
 SUBSCRIBER_GAUGES = ("gap_set_size", "lag_bundles", "in_flight")
 TABLE_COLUMNS = (
-    "rss_kib", "heap_kib", "fds", "threads", "segment_files", "disk_wal", "disk_segments", "disk_ack",
+    "rss_kib", "rss_anon_kib", "rss_file_kib", "arrow_pool_kib", "heap_kib", "fds", "threads", "segment_files", "disk_wal", "disk_segments", "disk_ack",
     "stats.quiver.ack_log.depth", "stats.keys", "stats.slow.gap_set_size",
 )
 
@@ -200,12 +202,11 @@ def census(root: object, name: str = "store") -> dict[str, int]:
     return dict(out)
 
 
-def rss_kib() -> int:
+def memory_kib() -> dict[str, int]:
+    """VmRSS and its parts: RssAnon (heaps, Arrow's pool) and RssFile (mapped files: segments, libraries)."""
+    wanted = {"VmRSS:": "rss_kib", "RssAnon:": "rss_anon_kib", "RssFile:": "rss_file_kib"}
     with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
+        return {wanted[line.split()[0]]: int(line.split()[1]) for line in f if line.split()[0] in wanted}
 
 
 def allocated(path: str) -> int:
@@ -416,8 +417,10 @@ class Soak:
             "ingested": counts.get("ingested", 0),
             "fast_seen": counts.get("fast_seen", 0),
             "slow_seen": counts.get("slow_seen", 0),
-            "rss_kib": rss_kib(),
+            **memory_kib(),
+            "arrow_pool_kib": pa.total_allocated_bytes() // 1024,
             "heap_kib": tracemalloc.get_traced_memory()[0] // 1024 if tracemalloc.is_tracing() else 0,
+            "tracemalloc_kib": tracemalloc.get_tracemalloc_memory() // 1024,
             "fds": len(os.listdir("/proc/self/fd")),
             "threads": threading.active_count(),
             "segment_files": sum(1 for f in os.listdir(os.path.join(self.args.dir, "segments")) if f.endswith(".qseg")),
