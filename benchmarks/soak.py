@@ -165,8 +165,8 @@ def bundle_source(kind: str, producer: int, rows: int) -> Iterator[RecordBundle]
 def census(root: object, name: str = "store") -> dict[str, int]:
     """Length of every container reachable from the store's own objects, by attribute path.
 
-    Containers holding our objects (subscriber states, readers) are descended into; their
-    elements' containers are summed under `path[*].attr`.
+    Containers holding our objects (subscriber states, readers) are descended into; the
+    containers of their first 256 elements are summed under `path[*].attr`.
     """
     out: dict[str, int] = collections.defaultdict(int)
     seen: set[int] = set()
