@@ -366,9 +366,9 @@ class AckLog:
         with self._lock:
             target = self._appended if lsn is None else lsn
             while True:
-                self._check()
-                if self._durable >= target:
+                if self._durable >= target:  # first: a close() or a failure after it does not undo it
                     return
+                self._check()
                 if not self._flusher:
                     break
                 self._wait_for_flusher()
