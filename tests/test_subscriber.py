@@ -342,10 +342,21 @@ def test_quiver_inspect_shows_subscribers_marks_gaps_and_lag(tmp_path, capsys):
     assert rows["otlp"][:5] == ["0", "0", "-", "0", "0"]
 
 
-def test_opentelemetry_export_is_optional_and_reads_the_snapshot(tmp_path, monkeypatch):
+def fake_opentelemetry(monkeypatch, meter: type) -> None:
+    """Install a stand-in `opentelemetry.metrics` whose meters are `meter()`; observations are tuples."""
     import sys
     import types
 
+    api = types.ModuleType("opentelemetry.metrics")
+    api.get_meter = lambda name: meter()
+    api.Observation = lambda value, attributes: (value, attributes)
+    pkg = types.ModuleType("opentelemetry")
+    pkg.metrics = api
+    monkeypatch.setitem(sys.modules, "opentelemetry", pkg)
+    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", api)
+
+
+def test_opentelemetry_export_is_optional_and_reads_the_snapshot(tmp_path, monkeypatch):
     from quiver_store.subscriber import otel
 
     assert otel.split_key('quiver.gc.evictions_total{reason="size"}') == (
@@ -365,13 +376,7 @@ def test_opentelemetry_export_is_optional_and_reads_the_snapshot(tmp_path, monke
         def create_observable_gauge(self, name, callbacks):
             instruments[name] = ("gauge", callbacks)
 
-    api = types.ModuleType("opentelemetry.metrics")
-    api.get_meter = lambda name: Meter()
-    api.Observation = lambda value, attributes: (value, attributes)
-    pkg = types.ModuleType("opentelemetry")
-    pkg.metrics = api
-    monkeypatch.setitem(sys.modules, "opentelemetry", pkg)
-    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", api)
+    fake_opentelemetry(monkeypatch, Meter)
     store = FakeStore(str(tmp_path / "otel"), cfg())
     assert store.hub.otel_exported is True
     a = store.subscribe("a")
@@ -389,9 +394,6 @@ def test_opentelemetry_instruments_are_created_once_however_often_stores_reopen(
     """A meter keeps every instrument created on it (the API's proxy meter in a list) and the SDK
     drops the callbacks of a second instrument of the same name: one set per open piled up 17 more
     instruments at each reopen, and only the first store's metrics were exported."""
-    import sys
-    import types
-
     from quiver_store.subscriber import otel
 
     created = []
@@ -402,13 +404,7 @@ def test_opentelemetry_instruments_are_created_once_however_often_stores_reopen(
 
         create_observable_gauge = create_observable_counter
 
-    api = types.ModuleType("opentelemetry.metrics")
-    api.get_meter = lambda name: Meter()
-    api.Observation = lambda value, attributes: (value, attributes)
-    pkg = types.ModuleType("opentelemetry")
-    pkg.metrics = api
-    monkeypatch.setitem(sys.modules, "opentelemetry", pkg)
-    monkeypatch.setitem(sys.modules, "opentelemetry.metrics", api)
+    fake_opentelemetry(monkeypatch, Meter)
     instruments = len(otel.COUNTERS) + len(otel.GAUGES)
     root = str(tmp_path / "store")
     for n in range(5):
