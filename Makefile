@@ -12,8 +12,8 @@ $(PY):
 
 # interop/js/node_modules (Apache Arrow JS, protobufjs) for tests/test_interop_js.py, from the lock file;
 # without npm the demo still runs and that test fails saying what is missing.
-$(STAMP): pyproject.toml interop/js/package-lock.json | $(PY)
-	$(PY) -m pip install --quiet -e ".[dev,spark]"
+$(STAMP): pyproject.toml interop/js/package-lock.json Makefile | $(PY)
+	$(PY) -m pip install --quiet -e ".[dev,spark,fuzz]"
 	@if command -v npm >/dev/null; then npm ci --prefix interop/js --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null; \
 	else echo "npm not found: Node.js 18+ is needed by tests/test_interop_js.py (then: npm ci --prefix interop/js)" >&2; fi
 	touch $(STAMP)
@@ -28,11 +28,7 @@ torture: $(STAMP)
 	$(PY) -m pytest -q -m "torture"
 
 # Coverage-guided fuzzing (atheris) of every reader, 120 s per target: FUZZ_ARGS="--seconds 600 otlp"
-$(VENV)/.fuzz-installed: $(STAMP)
-	$(PY) -m pip install --quiet -e ".[dev,spark,fuzz]"
-	touch $@
-
-fuzz: $(VENV)/.fuzz-installed
+fuzz: $(STAMP)
 	$(PY) -m fuzz $(FUZZ_ARGS)
 
 lint: $(STAMP)

@@ -13,16 +13,17 @@ import crc32c
 import pytest
 
 from adaptive_arrow.store_layout import OTAP_LAYOUT
+from fuzz import (  # needs the "fuzz" extra (atheris), which make test installs
+    readback,
+    segment_fields,
+    store_files,
+)
 from quiver_store import CorruptionError, QuiverStore, SegmentReader, progress_ledger
 from quiver_store.fs import DEFAULT_FS
 from quiver_store.wal import format as wal
 from quiver_store.wal.bundle_codec import decode_bundle
 from quiver_store.wal.format import Entry
 from quiver_store.wal.reader import scan
-
-pytest.importorskip("atheris")  # the extra "fuzz" (pyproject.toml), which the fuzz package imports
-
-from fuzz import readback, segment_fields, store_files
 
 
 @pytest.fixture(scope="module")
