@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,6 +139,8 @@ def interrupt_writer(path: Path, start: int, mode: str, after: float, twice: boo
         # its way out ends the process by that signal
         ok = proc.returncode in ((0, -signal.SIGTERM) if twice else (0,)) and "Traceback" not in without_exit_noise(err)
     assert ok, f"writer ended with {proc.returncode} ({where}):\n{err[-3000:]}"
+    (path.parent / "writer.out").write_text(out)  # evidence of the last run, kept with pytest's tmp_path
+    (path.parent / "writer.err").write_text(f"{where}\n{err}")
     stored = {int(m.group(1)) for m in re.finditer(r"^stored (\d+)$", out, re.M)}
     acked = {int(m.group(1)) for m in re.finditer(r"^acked (\d+)$", out, re.M)}
     acking = {int(m.group(1)) for m in re.finditer(r"^acking (\d+)$", out, re.M)}
@@ -214,12 +217,18 @@ def check_round(path: Path, rounds: int, mode: str, twice: bool, seed: int, how:
     for _ in range(rounds):
         stored, acked, acking = interrupt_writer(path, next_value, mode, rng.uniform(0.02, 0.6), twice, how)
         all_stored |= stored
+        evidence = path.parent / "before-reopen"  # the store as the writer left it, for a failure's diagnosis
+        shutil.rmtree(evidence, ignore_errors=True)
+        shutil.copytree(path, evidence)
         values, delivered = reopen(path, mode != "plain")
-        assert not acked & set(delivered), f"acked bundles delivered again: {sorted(acked & set(delivered))[:10]}"
+        assert not acked & set(delivered), (
+            f"acked bundles delivered again: {sorted(acked & set(delivered))[:10]} "
+            f"(the store before the reopen, the writer's output: {path.parent})"
+        )
         all_acked |= acked | set(delivered)
         all_acking |= acking
         lost = all_stored - set(values) - all_acked - all_acking
-        assert not lost, f"acknowledged bundles lost: {sorted(lost)[:10]}"
+        assert not lost, f"acknowledged bundles lost: {sorted(lost)[:10]} (evidence: {path.parent})"
         assert values == sorted(values) and len(values) == len(set(values)), "stored values are not one ordered run"
         next_value = max(all_stored | all_acking | set(values), default=-1) + 1
     if mode != "plain":  # at-least-once: reopen() delivered and acked the rest, so nothing is pending
