@@ -31,26 +31,27 @@ from quiver_store import QuiverStore, RecordBundle, RetentionConfig, SegmentConf
 MiB = 1 << 20
 
 
-def small_bundles(n: int, seed: int = 1) -> list[RecordBundle]:
-    """4 slots x 100 rows, shaped like OTAP logs (root, attributes, scope, resource)."""
+def small_bundles(n: int, seed: int = 1, rows: int = 100) -> list[RecordBundle]:
+    """4 slots x `rows` rows, shaped like OTAP logs (root, attributes, scope, resource; slot ids 30,
+    31, 2, 1, valid under OTAP_LAYOUT)."""
     rng = np.random.default_rng(seed)
     words = np.array([f"word{i}" for i in range(500)])
     out = []
     for _ in range(n):
-        ids = pa.array(np.arange(100, dtype=np.uint16))
+        ids = pa.array(np.arange(rows, dtype=np.uint16))
         logs = pa.record_batch({
             "id": ids,
-            "time_unix_nano": pa.array(rng.integers(1.7e18, 1.8e18, 100), pa.timestamp("ns")),
-            "severity_number": pa.array(rng.integers(1, 24, 100, dtype=np.int32)),
-            "body": pa.array(words[rng.integers(0, 500, 100)]),
+            "time_unix_nano": pa.array(rng.integers(1_700_000_000 * 10**9, 1_800_000_000 * 10**9, rows), pa.timestamp("ns")),
+            "severity_number": pa.array(rng.integers(1, 24, rows, dtype=np.int32)),
+            "body": pa.array(words[rng.integers(0, 500, rows)]),
         })
         attrs = pa.record_batch({
             "parent_id": ids,
-            "key": pa.array(words[rng.integers(0, 20, 100)]),
-            "str": pa.array(words[rng.integers(0, 500, 100)]),
+            "key": pa.array(words[rng.integers(0, 20, rows)]),
+            "str": pa.array(words[rng.integers(0, 500, rows)]),
         })
-        scope = pa.record_batch({"id": ids, "name": pa.array(words[rng.integers(0, 5, 100)])})
-        resource = pa.record_batch({"id": ids, "service": pa.array(words[rng.integers(0, 5, 100)]), "pid": pa.array(rng.integers(0, 1 << 30, 100))})
+        scope = pa.record_batch({"id": ids, "name": pa.array(words[rng.integers(0, 5, rows)])})
+        resource = pa.record_batch({"id": ids, "service": pa.array(words[rng.integers(0, 5, rows)]), "pid": pa.array(rng.integers(0, 1 << 30, rows))})
         out.append(RecordBundle({30: logs, 31: attrs, 2: scope, 1: resource}))
     return out
 

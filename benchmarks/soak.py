@@ -87,6 +87,8 @@ from quiver_store import (
 )
 from quiver_store.cli import main as quiver_cli
 
+from .bench_store import small_bundles
+
 MiB = 1 << 20
 SUBSCRIBERS = ("fast", "slow")
 CONTAINERS = (dict, list, set, frozenset, collections.deque, bytearray)
@@ -128,30 +130,10 @@ class Bits:
         return len(self._bytes)
 
 
-def generic_pool(n: int, rows: int, seed: int) -> list[RecordBundle]:
-    """4 slots of `rows` rows, shaped like OTAP logs (slot ids 30, 31, 2, 1: valid under OTAP_LAYOUT)."""
-    rng = np.random.default_rng(seed)
-    words = np.array([f"word{i}" for i in range(500)])
-    out = []
-    for _ in range(n):
-        ids = pa.array(np.arange(rows, dtype=np.uint16))
-        logs = pa.record_batch({
-            "id": ids,
-            "time_unix_nano": pa.array(rng.integers(1_700_000_000 * 10**9, 1_800_000_000 * 10**9, rows), pa.timestamp("ns")),
-            "severity_number": pa.array(rng.integers(1, 24, rows, dtype=np.int32)),
-            "body": pa.array(words[rng.integers(0, 500, rows)]),
-        })
-        attrs = pa.record_batch({"parent_id": ids, "key": pa.array(words[rng.integers(0, 20, rows)])})
-        scope = pa.record_batch({"id": ids, "name": pa.array(words[rng.integers(0, 5, rows)])})
-        resource = pa.record_batch({"id": ids, "service": pa.array(words[rng.integers(0, 5, rows)])})
-        out.append(RecordBundle({30: logs, 31: attrs, 2: scope, 1: resource}))
-    return out
-
-
 def bundle_source(kind: str, producer: int, rows: int) -> Iterator[RecordBundle]:
-    """Endless bundles for one producer: a cycled generic pool, or live-encoded OTAP records."""
+    """Endless bundles for one producer: a cycled pool of bench_store.small_bundles, or live-encoded OTAP records."""
     if kind == "generic":
-        pool = generic_pool(64, rows, seed=producer)
+        pool = small_bundles(64, seed=producer, rows=rows)
         fps = [{s: b.fingerprint(s) for s in b.slots} for b in pool]
         for b, fp in itertools.cycle(zip(pool, fps, strict=True)):
             yield RecordBundle(b.slots, fp)
@@ -576,6 +558,8 @@ def main() -> None:
     parser.add_argument("--tracemalloc", action="store_true", help="trace the Python heap (slow) and diff snapshots")
     parser.add_argument("--frames", type=int, default=4, help="traceback depth kept by tracemalloc")
     args = parser.parse_args()
+    if not 0 <= args.warmup < 1:
+        parser.error(f"--warmup is a fraction of the run in [0, 1), got {args.warmup}")
     console = Console(width=200)
     temporary = args.dir is None
     if temporary:

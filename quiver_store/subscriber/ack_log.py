@@ -134,10 +134,6 @@ def _check_ascending(values: Sequence[int], what: str) -> None:
             raise ValueError(f"{what} are not strictly ascending: {after} after {before}")
 
 
-def _last(seq: int | None) -> int:
-    return -1 if seq is None else seq
-
-
 def _check_bundles(count: int, what: str = "bundle count") -> None:
     """Bundle counts and indexes stay within MAX_SEGMENT_BUNDLES (see there)."""
     if count > MAX_SEGMENT_BUNDLES:
@@ -799,17 +795,21 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
         catalog = SegmentCatalog()
         (n,) = struct.unpack_from("<I", payload, pos)
         pos += 4
+        previous = -1
         for _ in range(n):
             seq, count = struct.unpack_from("<QI", payload, pos)
             _check_segment(seq)
             _check_bundles(count)
-            _check_ascending([_last(catalog.last), seq], "known segments")
+            _check_ascending((previous, seq), "known segments")
+            previous = seq
             pos += 12
             catalog.add(seq, count)
         catalog.max_seen = max(catalog.max_seen, max_seen)
         (n,) = struct.unpack_from("<I", payload, pos)
         pos += 4
         subs: list[SubscriberState] = []
+        ids: set[int] = set()
+        names: set[str] = set()
         for _ in range(n):
             sub_id, flags, mark, seen, dropped, name_len = _CP_SUB.unpack_from(payload, pos)
             _check_subscriber(sub_id, mark)
@@ -819,12 +819,14 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
                 raise ValueError(f"subscriber {sub_id} dropped {dropped} bundles, above 2**63-1")
             if flags & ~_CP_ORPHANED:
                 raise ValueError(f"subscriber {sub_id} has flag bits {flags:#04x}; only bit 0 (orphaned) is defined")
-            if any(sub.sub_id == sub_id for sub in subs):
+            if sub_id in ids:
                 raise ValueError(f"subscriber id {sub_id} appears twice")
+            ids.add(sub_id)
             pos += _CP_SUB.size
             name = _name(payload[pos : pos + name_len])
-            if any(sub.name == name for sub in subs):
+            if name in names:
                 raise ValueError(f"subscriber name {name!r} appears twice")
+            names.add(name)
             pos += name_len
             (nd,) = struct.unpack_from("<I", payload, pos)
             done_list = struct.unpack_from(f"<{nd}Q", payload, pos + 4)
@@ -835,10 +837,12 @@ def decode_checkpoint(payload: bytes, path: str) -> CheckpointState:
             (np_,) = struct.unpack_from("<I", payload, pos)
             pos += 4
             partial: dict[int, set[int]] = {}
+            previous = -1
             for _ in range(np_):
                 seq, k = struct.unpack_from("<QI", payload, pos)
                 _check_segment(seq)
-                _check_ascending([_last(next(reversed(partial), None)), seq], f"subscriber {sub_id}'s gap segments")
+                _check_ascending((previous, seq), f"subscriber {sub_id}'s gap segments")
+                previous = seq
                 if seq in done:
                     raise ValueError(f"subscriber {sub_id} lists segment {seq} as resolved and in its gap set")
                 indexes = struct.unpack_from(f"<{k}I", payload, pos + 12)
