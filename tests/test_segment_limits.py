@@ -175,6 +175,26 @@ def test_a_schema_table_the_writer_never_writes_is_damage(tmp_path: Path, slots:
     assert cli.main(["verify", str(tmp_path)]) == 1
 
 
+@pytest.mark.parametrize("where", ["after-document", "after-schema"])
+def test_a_non_zero_padding_byte_in_the_metadata_section_is_damage(tmp_path: Path, where: str) -> None:
+    """The writer pads the document and each schema with zeros; before, the reader skipped those bytes
+    unread, so only `verify()`'s metadata CRC stood between them and a file no writer wrote."""
+    batch = pa.record_batch({"s": pa.array(["a"])})
+    document = fmt.encode_document({}, {})
+    blob = batch.schema.serialize().to_pybytes() + b"\0"  # a length no multiple of 8: padding follows it (read_schema takes it)
+    section = bytearray(fmt.encode_metadata_section(document, [(0, blob)]))
+    end = 4 + len(document)  # the first padding byte after the document, or after the schema
+    if where == "after-schema":
+        end += fmt.pad_to(end, fmt.SECTION_ALIGNMENT) + 8 + fmt.SCHEMA_ENTRY.size + len(blob)
+    assert fmt.pad_to(end, fmt.SECTION_ALIGNMENT) > 0, "no padding to damage"
+    section[end] = 7
+    path = store_with(tmp_path, segment([(0, [batch])], [[(0, 0, 0, 1)]], metadata=bytes(section)))
+    with pytest.raises(CorruptionError, match="metadata section: padding byte is 7, not 0") as raised:
+        SegmentReader.open(path)
+    assert raised.value.offset is not None and Path(path).read_bytes()[raised.value.offset] == 7  # names the byte
+    assert cli.main(["verify", str(tmp_path)]) == 1
+
+
 def test_a_deeply_nested_metadata_document_is_damage(tmp_path: Path) -> None:
     """json.loads raises RecursionError, which decode_metadata did not catch."""
     batch = pa.record_batch({"s": pa.array(["a"])})

@@ -269,6 +269,11 @@ def decode_metadata(
     def fail(msg: str, at: int) -> CorruptionError:
         return CorruptionError(f"metadata section: {msg}", path, offset + at)
 
+    def check_padding(start: int, end: int) -> None:  # the writer pads with zeros; anything else is damage
+        nonzero = next((i for i in range(start, min(end, len(data))) if data[i]), None)
+        if nonzero is not None:
+            raise fail(f"padding byte is {data[nonzero]}, not 0", nonzero)
+
     if len(data) < 4:
         raise fail("shorter than its JSON length", 0)
     (n,) = struct.unpack_from("<I", data)
@@ -281,6 +286,7 @@ def decode_metadata(
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # RecursionError: deep nesting
         raise fail(f"invalid JSON document ({e})", 4) from None
     pos = 4 + n + pad_to(4 + n, SECTION_ALIGNMENT)
+    check_padding(4 + n, pos)
     if pos + 8 > len(data):
         raise fail("missing schema table", pos)
     count, reserved = struct.unpack_from("<II", data, pos)
@@ -305,6 +311,7 @@ def decode_metadata(
         except IPC_ERRORS as e:
             raise fail(f"schema of slot {slot} does not decode ({e})", start) from None
         pos = start + length
+        check_padding(pos, pos + pad_to(pos, SECTION_ALIGNMENT))
         pos += pad_to(pos, SECTION_ALIGNMENT)
     if pos != len(data):
         raise fail(f"{len(data) - pos} unexpected bytes after the schema table", pos)
