@@ -16,6 +16,7 @@ import functools
 import os
 import re
 import struct
+from collections.abc import Callable
 
 import atheris
 import crc32c
@@ -36,7 +37,7 @@ BODIES = {
     log.OUTCOME: log._OUTCOME,
     log.ORPHANED: log._ORPHANED,
 }
-ENCODERS = {
+ENCODERS: dict[int, Callable[..., bytes]] = {  # record type -> the ack log's encoder of its fields
     log.SEGMENT: log.encode_segment,
     log.SUBSCRIBE: log.encode_subscribe,
     log.UNSUBSCRIBE: log.encode_unsubscribe,
