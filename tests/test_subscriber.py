@@ -382,10 +382,11 @@ def test_opentelemetry_export_is_optional_and_reads_the_snapshot(tmp_path, monke
     a = store.subscribe("a")
     fill(store, [2])
     a.next(0).ack()
+    here = str(tmp_path / "otel")
     kind, (cb,) = instruments["quiver.subscriber.lag_bundles"]
-    assert kind == "gauge" and list(cb(None)) == [(1, {"subscriber": "a"})]
+    assert kind == "gauge" and list(cb(None)) == [(1, {"store": here, "subscriber": "a"})]
     kind, (cb,) = instruments["quiver.gc.evictions_total"]
-    assert kind == "counter" and (0, {"reason": "processed"}) in list(cb(None))
+    assert kind == "counter" and (0, {"store": here, "reason": "processed"}) in list(cb(None))
     store.close()
     assert list(cb(None)) == []
 
@@ -417,7 +418,32 @@ def test_opentelemetry_instruments_are_created_once_however_often_stores_reopen(
     assert sorted(attrs["subscriber"] for _, attrs in cb(None)) == [f"s{n}" for n in range(5)]  # the open store's
     other = FakeStore(str(tmp_path / "other"), cfg())  # a second store open at once (another core) is read too
     other.subscribe("x")
-    assert len(created) == instruments and {"subscriber": "x"} in [attrs for _, attrs in cb(None)]
+    assert len(created) == instruments and {"store": str(tmp_path / "other"), "subscriber": "x"} in [attrs for _, attrs in cb(None)]
     other.close()
     store.close()
     assert list(cb(None)) == []
+
+
+def test_two_stores_in_one_process_report_apart(tmp_path, monkeypatch):
+    """An SDK keeps one value per instrument and attribute set: two stores with the same subscriber
+    name (or any label-less counter) reported the same attributes, and one overwrote the other."""
+    created = {}
+
+    class Meter:
+        def create_observable_counter(self, name, callbacks):
+            created[name] = callbacks
+
+        create_observable_gauge = create_observable_counter
+
+    fake_opentelemetry(monkeypatch, Meter)
+    stores = [FakeStore(str(tmp_path / name), cfg()) for name in ("core_0", "core_1")]
+    for store, backlog in zip(stores, ([2], [2, 3, 4])):
+        store.subscribe("exporter")
+        fill(store, backlog)
+    (lag,) = created["quiver.subscriber.lag_bundles"]
+    (count,) = created["quiver.subscriber.count"]
+    assert sorted((attrs["store"], value) for value, attrs in lag(None)) == [
+        (str(tmp_path / "core_0"), 2), (str(tmp_path / "core_1"), 9)]
+    assert sorted(attrs["store"] for _, attrs in count(None)) == [str(tmp_path / "core_0"), str(tmp_path / "core_1")]
+    for store in stores:
+        store.close()

@@ -7,6 +7,7 @@ The engine calls it at open, before each ingest, on its timer and at close; ever
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -129,7 +130,7 @@ class SubscriberHub:
         retention.delete_stale(stale)
         hub = cls(registry, retention, config.retention.maintenance_interval)
         retention.sweep()
-        hub.otel_exported = otel.register(hub, _live_metrics)
+        hub.otel_exported = otel.register(hub, _live_metrics, os.path.abspath(directory))
         return hub
 
     def subscribe(self, name: str, start: Start = "earliest") -> Subscription:

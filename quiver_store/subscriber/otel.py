@@ -2,7 +2,9 @@
 
 Only when `opentelemetry-api` is importable (it is not a dependency): observable counters and
 gauges whose callbacks read the same snapshot `QuiverStore.stats()` returns. Labels written as
-`name{key="value"}` in the snapshot become attributes.
+`name{key="value"}` in the snapshot become attributes, and each observation carries the store's
+directory as `store`, so two stores open in one process report two series, not one (an SDK keeps
+one value per attribute set, so two stores without it overwrote each other's figures).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ class _Exported:
 
     def __init__(self, api: Any, observation: Any, meter_name: str) -> None:
         self.api = api
-        self._owners: weakref.WeakKeyDictionary[Any, Callable[[Any], dict[str, Any]]] = weakref.WeakKeyDictionary()
+        self._owners: weakref.WeakKeyDictionary[Any, tuple[Callable[[Any], dict[str, Any]], dict[str, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()  # stores open on other threads while a reader collects
         self._observation = observation
         meter = api.get_meter(meter_name)
@@ -67,16 +71,16 @@ class _Exported:
         for base in GAUGES:
             meter.create_observable_gauge(base, callbacks=[self._observe(base)])
 
-    def add(self, owner: Any, snapshot: Callable[[Any], dict[str, Any]]) -> None:
+    def add(self, owner: Any, snapshot: Callable[[Any], dict[str, Any]], attributes: dict[str, str]) -> None:
         with self._lock:
-            self._owners[owner] = snapshot
+            self._owners[owner] = (snapshot, attributes)
 
     def _observe(self, base: str) -> Callable[[Any], Iterable[Any]]:
         def callback(options: Any) -> Iterable[Any]:
             with self._lock:
                 owners = list(self._owners.items())
             out = []
-            for owner, snapshot in owners:
+            for owner, (snapshot, common) in owners:
                 try:
                     values = snapshot(owner)
                 except Exception:  # a closed store: nothing to report
@@ -84,7 +88,7 @@ class _Exported:
                 for key, value in values.items():
                     name, attrs = split_key(key)
                     if name == base and isinstance(value, int | float) and not isinstance(value, bool):
-                        out.append(self._observation(value, attrs))
+                        out.append(self._observation(value, {**common, **attrs}))
             return out
 
         return callback
@@ -95,9 +99,10 @@ _EXPORTED_LOCK = threading.Lock()
 
 
 def register(
-    owner: Any, snapshot: Callable[[Any], dict[str, Any]], *, meter_name: str = "quiver_store"
+    owner: Any, snapshot: Callable[[Any], dict[str, Any]], store: str, *, meter_name: str = "quiver_store"
 ) -> bool:
-    """Report `snapshot(owner)` through the process's observable instruments; False when the API is absent.
+    """Report `snapshot(owner)` through the process's observable instruments, each observation with
+    the attribute `store` (the store's directory); False when the API is absent.
 
     `owner` is held weakly, so a closed and collected store stops reporting instead of leaking.
     """
@@ -110,5 +115,5 @@ def register(
         exported = _EXPORTED.get(meter_name)
         if exported is None or exported.api is not metrics:  # first store, or another API imported since
             exported = _EXPORTED[meter_name] = _Exported(metrics, Observation, meter_name)
-    exported.add(owner, snapshot)
+    exported.add(owner, snapshot, {"store": store})
     return True
