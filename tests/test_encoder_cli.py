@@ -57,7 +57,7 @@ def test_truncated_file_names_the_offset(tmp_path: Path, capsys: pytest.CaptureF
     err = capsys.readouterr().err
     assert err.startswith(f"adaptive-arrow decode: {out}: message 2: at offset {4 + first_len} declares ")
     assert err.endswith(" bytes but only 6 remain\n") and err.count(str(out)) == 1
-    assert (tmp_path / "dec" / "000000.pb").stat().st_size > 0  # message 1 was written
+    assert not (tmp_path / "dec").exists()  # message 1 decoded, but a failed decode leaves nothing behind
 
 
 def test_bad_input_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -590,21 +590,35 @@ def test_decode_refuses_a_store_of_other_records_and_a_directory_that_is_no_stor
 
 
 def test_decode_a_store_stops_at_a_damaged_segment_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundles before the damage are kept (salvage) and the message says where; with none before
+    it, no --out is left behind."""
     import re
 
-    from adaptive_arrow.pipeline import run_pipeline
+    import otap_model
+    from adaptive_arrow import Encoder
+    from adaptive_arrow.store_layout import OTAP_LAYOUT
+    from quiver_store import QuiverStore
 
-    assert run_pipeline(tmp_path / "store", signals=["logs"], count=300, batch_size=100, seed=5).ok
-    (segment,) = (tmp_path / "store" / "segments").glob("*.qseg")
-    data = bytearray(segment.read_bytes())
-    data[len(data) // 2] ^= 0x10  # inside some stream's data: only its checksum can tell
-    segment.write_bytes(bytes(data))
-    code, stdout, err = _run(["decode", str(tmp_path / "store"), "--out", str(tmp_path / "d")], capsys)
-    assert (code, stdout) == (2, "")
-    found = re.fullmatch(rf"adaptive-arrow decode: {re.escape(str(segment))} at offset \d+: .+; the (\d) bundle\(s\) "
-                         rf"before it were decoded into {re.escape(str(tmp_path / 'd'))}\n", err)
-    assert found is not None, err
-    assert len(list((tmp_path / "d").iterdir())) == int(found[1]) < 3
+    bundles = list(otap_model.generate("logs", 300, batch_size=100, seed=5))
+    encoder = Encoder("logs")
+    with QuiverStore.open(tmp_path / "store", layout=OTAP_LAYOUT) as store:
+        store.ingest(encoder.encode_records(bundles[0]))
+        store.flush()  # segment 0: one bundle; segment 1: the other two
+        for bundle in bundles[1:]:
+            store.ingest(encoder.encode_records(bundle))
+    segments = sorted((tmp_path / "store" / "segments").glob("*.qseg"))
+    assert len(segments) == 2
+    for segment, kept in ((segments[1], 1), (segments[0], 0)):
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 2] ^= 0x10  # inside some stream's data: only its checksum can tell
+        segment.write_bytes(bytes(data))
+        out = tmp_path / f"d{kept}"
+        code, stdout, err = _run(["decode", str(tmp_path / "store"), "--out", str(out)], capsys)
+        assert (code, stdout) == (2, "")
+        end = f"the 1 bundle(s) before it were decoded into {out}" if kept else "no bundle before it was decoded"
+        found = re.fullmatch(rf"adaptive-arrow decode: {re.escape(str(segment))} at offset \d+: .+; {re.escape(end)}\n", err)
+        assert found is not None, err
+        assert sorted(p.name for p in out.iterdir()) == ["000000-logs.pb"] if kept else not out.exists()
 
 
 def test_decode_a_store_writes_a_progress_only_bundle_as_the_empty_request(
@@ -1026,3 +1040,83 @@ def test_a_standalone_master_list_needs_one_master_that_answers() -> None:
         live.bind(("127.0.0.1", 0))
         live.listen()
         check_standalone_master(f"spark://127.0.0.1:{_closed_port()}, 127.0.0.1:{live.getsockname()[1]}")
+
+
+# ---- fresh-user review 26: a failed decode leaves --out as it was
+
+
+def _truncated_envelopes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """An envelope file whose message 1 decodes and message 2 is cut short."""
+    out = tmp_path / "cut.otap"
+    assert _run(["encode", "--signal", "logs", *map(str, _requests(tmp_path, "logs.json", 2)), "--out", str(out), "--quiet"],
+                capsys)[0] == 0
+    data = out.read_bytes()
+    (first_len,) = struct.unpack_from("<I", data)
+    out.write_bytes(data[: 4 + first_len + 10])
+    return out
+
+
+def test_a_failed_decode_removes_the_directories_it_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: `decode cut.otap --out new/d` exited 2 and left new/d holding the messages before the
+    failing one (an empty directory when message 1 failed)."""
+    cut = _truncated_envelopes(tmp_path, capsys)
+    before = sorted(tmp_path.iterdir())
+    code, stdout, err = _run(["decode", str(cut), "--out", str(tmp_path / "new" / "d")], capsys)
+    assert (code, stdout) == (2, "") and err.startswith(f"adaptive-arrow decode: {cut}: message 2: ")
+    assert sorted(tmp_path.iterdir()) == before  # neither new/ nor new/d
+
+
+def test_a_failed_decode_leaves_an_existing_out_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The user's files and, even with --overwrite, the earlier decode's files stay; nothing is added."""
+    cut = _truncated_envelopes(tmp_path, capsys)
+    whole = tmp_path / "whole.otap"
+    assert _run(["encode", "--signal", "logs", *map(str, _requests(tmp_path, "logs.json", 3)), "--out", str(whole),
+                 "--quiet"], capsys)[0] == 0
+    out = tmp_path / "d"
+    assert _run(["decode", str(whole), "--out", str(out)], capsys)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["000000.pb", "000001.pb", "000002.pb", "notes.txt"]
+    for overwrite in ([], ["--overwrite"]):
+        code, _, err = _run(["decode", str(cut), "--out", str(out), *overwrite], capsys)
+        assert code == 2, err
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_an_interrupted_decode_removes_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptive_arrow.commands import decode
+
+    whole = tmp_path / "whole.otap"
+    assert _run(["encode", "--signal", "logs", *map(str, _requests(tmp_path, "logs.json", 3)), "--out", str(whole),
+                 "--quiet"], capsys)[0] == 0
+    calls = []
+    serialize = decode.serialize
+
+    def interrupted_at_the_third(*args: object) -> bytes:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return serialize(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decode, "serialize", interrupted_at_the_third)
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    for out in (tmp_path / "new", existing):
+        calls.clear()
+        assert _run(["decode", str(whole), "--out", str(out)], capsys)[::2] == (130, "adaptive-arrow decode: interrupted\n")
+    assert not (tmp_path / "new").exists() and list(existing.iterdir()) == []
+
+
+def test_decode_names_a_staging_directory_a_killed_decode_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Never deleted: another decode into the same --out may be writing it."""
+    whole = tmp_path / "whole.otap"
+    assert _run(["encode", "--signal", "logs", *map(str, _requests(tmp_path, "logs.json", 1)), "--out", str(whole),
+                 "--quiet"], capsys)[0] == 0
+    out = tmp_path / "d"
+    (out / ".staging-0123456789abcdef").mkdir(parents=True)
+    code, stdout, err = _run(["decode", str(whole), "--out", str(out)], capsys)
+    assert (code, stdout) == (0, f"1 message(s) decoded into {out}\n")
+    assert err == (f"adaptive-arrow decode: note: {out / '.staging-0123456789abcdef'} was left by an interrupted run; "
+                   f"delete it if no other adaptive-arrow decode is writing into {out}\n")
+    assert sorted(p.name for p in out.iterdir()) == [".staging-0123456789abcdef", "000000.pb"]

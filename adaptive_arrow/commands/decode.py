@@ -12,7 +12,11 @@ without payloads (what `encode` makes of an empty request) decodes to the empty 
 bytes are the same for every signal (protobuf: none; OTLP/JSON: ``{}``), so a file of empty
 requests, or one that starts with them, needs no signal either. A directory holding
 ``<index>[-<signal>].pb`` or ``.json`` files of an earlier decode is refused unless --overwrite,
-which deletes those files first and nothing else (commands/outputs.py).
+which deletes those files and nothing else. The files are staged (commands/outputs.py): written
+into a hidden directory in --out and moved into it once every message or bundle decoded, so a
+decode that fails or is interrupted leaves --out as it was (a directory it created is removed),
+except that a store whose segment or WAL is damaged keeps the bundles before the damage, which
+the message says.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-format", choices=list(SUFFIXES), default="otlp-proto",
                         help="otlp-proto: <index>.pb files; otlp-json: <index>.json files, each one line of OTLP/JSON")
     parser.add_argument("--overwrite", action="store_true",
-                        help="delete the <index>.pb and <index>.json files of an earlier decode in --out first")
+                        help="replace the <index>.pb and <index>.json files of an earlier decode in --out (deleted once "
+                             "this decode succeeded)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,10 +70,21 @@ def run(args: argparse.Namespace) -> int:
         what = "no such file" if not args.input.exists() else "not a regular file"
         print(f"{NAME}: {args.input}: {what}", file=sys.stderr)
         return 2
-    refused = outputs.prepare(NAME, args.out, RUN_FILE, args.overwrite)
+    refused = outputs.refusal(NAME, args.out, RUN_FILE, args.overwrite)
     if refused is not None:
         return refused
-    return decode_envelopes(args) if stored is None else decode_store(args, stored)
+    stale = outputs.stale_note(NAME, args.out)
+    if stale is not None:
+        print(stale, file=sys.stderr)
+    try:
+        staging = outputs.Staging.create(args.out, outputs.earlier_run(args.out, RUN_FILE))
+    except OSError as exc:
+        print(f"{NAME}: cannot create --out {args.out}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        return decode_envelopes(args, staging) if stored is None else decode_store(args, stored, staging)
+    finally:
+        staging.discard()  # unless published: a failed or interrupted decode leaves --out as it was
 
 
 def serialize(bundle: OtapBundle | None, output_format: str) -> bytes:
@@ -80,8 +96,9 @@ def serialize(bundle: OtapBundle | None, output_format: str) -> bytes:
     return to_otlp(bundle).SerializeToString() if bundle is not None else b""
 
 
-def decode_envelopes(args: argparse.Namespace) -> int:
-    """Every message of the envelope file at args.input as an OTLP request file."""
+def decode_envelopes(args: argparse.Namespace, staging: outputs.Staging) -> int:
+    """Every message of the envelope file at args.input as an OTLP request file, published into
+    --out once all decoded."""
     from otap_model.errors import OtapModelError
 
     from ..decoder import Decoder
@@ -105,7 +122,7 @@ def decode_envelopes(args: argparse.Namespace) -> int:
                 number += 1
                 bar = BatchArrowRecords.from_bytes(message)
                 data = serialize(decoder.decode(bar) if bar.payloads else None, args.output_format)
-                (args.out / f"{number - 1:06d}{SUFFIXES[args.output_format]}").write_bytes(data)
+                staging.write(f"{number - 1:06d}{SUFFIXES[args.output_format]}", data)
     except OSError as exc:
         print(f"{NAME}: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -113,6 +130,9 @@ def decode_envelopes(args: argparse.Namespace) -> int:
         hint = _requests_hint(args.input) if number == 1 else ""
         print(f"{NAME}: {args.input}: message {number}: {exc}{hint}", file=sys.stderr)
         return 2
+    failed = staging.publish(NAME)
+    if failed is not None:
+        return failed
     print(f"{number} message(s) decoded into {args.out}")
     return 0
 
@@ -133,8 +153,9 @@ def _requests_hint(path: Path) -> str:
             "encode it first with adaptive-arrow encode")
 
 
-def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
-    """Every bundle of the store at args.input as an OTLP request file."""
+def decode_store(args: argparse.Namespace, stored: StoredBundles, staging: outputs.Staging) -> int:
+    """Every bundle of the store at args.input as an OTLP request file, published into --out once
+    all decoded, or those before a damaged segment or WAL entry (salvage)."""
     from otap_model.errors import OtapModelError
     from quiver_store.errors import QuiverError
     from quiver_store.progress import PROGRESS_SLOT
@@ -152,7 +173,7 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
             except StopIteration:
                 break
             except QuiverError as exc:  # a damaged segment: the error names its file and offset
-                print(f"{NAME}: {exc}; the {number} bundle(s) before it were decoded into {args.out}", file=sys.stderr)
+                print(f"{NAME}: {exc}; {_salvaged(staging, number)}", file=sys.stderr)
                 return 2
             try:
                 suffix = SUFFIXES[args.output_format]
@@ -166,7 +187,7 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
                          else f"WAL entry {item.wal_sequence}")
                 print(f"{NAME}: {args.input}: {where}: {exc}", file=sys.stderr)
                 return 2
-            (args.out / name).write_bytes(data)
+            staging.write(name, data)
             number += 1
     except OSError as exc:
         print(f"{NAME}: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
@@ -179,7 +200,20 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles) -> int:
     damage = stored.wal_error or stored.wal_damage
     if damage is not None:
         print(f"{NAME}: {args.input}: the WAL {'could not be read' if stored.wal_error else 'is damaged'} ({damage}); "
-              f"{number} bundle(s) before it were decoded into {args.out}: see quiver verify {args.input}", file=sys.stderr)
+              f"{_salvaged(staging, number)}: see quiver verify {args.input}", file=sys.stderr)
         return 2
+    failed = staging.publish(NAME)
+    if failed is not None:
+        return failed
     print(f"{number} bundle(s) decoded into {args.out}")
     return 0
+
+
+def _salvaged(staging: outputs.Staging, number: int) -> str:
+    """Publish the `number` bundles decoded before a store's damage, when there are any; the end
+    of the message that says so."""
+    if number == 0:
+        return "no bundle before it was decoded"
+    if staging.publish(NAME) is not None:  # its own line on stderr
+        return f"the {number} bundle(s) before it were decoded but could not be moved into {staging.out}"
+    return f"the {number} bundle(s) before it were decoded into {staging.out}"
