@@ -161,7 +161,9 @@ def test_encode_reads_zipkin_json(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, stdout, _ = _run(["encode", str(zipkin), "--signal", "traces", "--out", str(tmp_path / "z.otap")], capsys)
     assert code == 0 and stdout.startswith("1 message(s)")
     code, _, err = _run(["encode", str(zipkin), "--signal", "logs", "--out", str(tmp_path / "z.otap")], capsys)
-    assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs\n")
+    assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs "
+                              "(--signal logs); pass --signal traces if every request holds traces, else encode each "
+                              "signal's requests separately (an OTAP envelope file holds one signal)\n")
 
 
 def test_json_read_as_protobuf_says_it_looks_like_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -216,7 +218,9 @@ def test_wrong_signal_says_which_signal_the_file_holds(tmp_path: Path, capsys: p
     inputs = _requests(tmp_path, "logs.json", 1)
     code, _, err = _run(["encode", str(inputs[0]), "--signal", "traces", "--out", str(tmp_path / "o")], capsys)
     assert code == 2
-    assert err.endswith("; the bytes parse as an OTLP logs request, not a traces one\n")
+    assert err == (f"adaptive-arrow encode: {inputs[0]} (read as OTLP protobuf): the request holds logs, not traces "
+                   "(--signal traces); pass --signal logs if every request holds logs, else encode each signal's "
+                   "requests separately (an OTAP envelope file holds one signal)\n")
 
 
 def test_out_that_is_an_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -507,12 +511,12 @@ def test_without_signal_a_later_file_of_another_signal_is_refused(tmp_path: Path
     zipkin = DATA.parent / "zipkin" / "yelp.json"
     out = tmp_path / "o.otap"
     code, _, err = _run(["encode", str(logs), str(zipkin), "--out", str(out)], capsys)
+    separately = "encode each signal's requests separately (an OTAP envelope file holds one signal)"
     assert (code, err) == (2, f"adaptive-arrow encode: {zipkin} (read as Zipkin JSON): Zipkin spans are traces, not logs "
-                              f"(every file must hold logs, the signal of the first one, {logs})\n")
+                              f"(every file must hold logs, the signal of the first one, {logs}); {separately}\n")
     code, _, err = _run(["encode", str(zipkin), str(logs), "--out", str(out)], capsys)
-    assert code == 2 and err.startswith(f"adaptive-arrow encode: {logs} (read as OTLP protobuf): ")
-    assert err.endswith(f"; the bytes parse as an OTLP logs request, not a traces one "
-                        f"(every file must hold traces, the signal of the first one, {zipkin})\n")
+    assert (code, err) == (2, f"adaptive-arrow encode: {logs} (read as OTLP protobuf): the request holds logs, not traces "
+                              f"(every file must hold traces, the signal of the first one, {zipkin}); {separately}\n")
     assert not out.exists()
 
 
@@ -687,9 +691,9 @@ def test_a_bad_line_of_a_json_lines_file_is_named(tmp_path: Path, capsys: pytest
     spans = _json_lines(tmp_path, "traces", "spans.jsonl")[0].read_text().splitlines()[0]
     jsonl.write_text(text + spans + "\n")
     code, _, err = _run(["encode", str(jsonl), "--out", str(out)], capsys)
-    assert (code, err) == (2, f"adaptive-arrow encode: {jsonl} line 5 (read as OTLP/JSON Lines): signal=logs but the "
-                              "request holds resourceSpans (traces); its data would be dropped (every request must hold "
-                              f"logs, the signal of {jsonl} line 1)\n")
+    assert (code, err) == (2, f"adaptive-arrow encode: {jsonl} line 5 (read as OTLP/JSON Lines): the request holds traces, "
+                              f"not logs (every request must hold logs, the signal of {jsonl} line 1); split {jsonl} into "
+                              "one file per signal\n")
     assert not out.exists()
 
 
@@ -1120,3 +1124,43 @@ def test_decode_names_a_staging_directory_a_killed_decode_left(tmp_path: Path, c
     assert err == (f"adaptive-arrow decode: note: {out / '.staging-0123456789abcdef'} was left by an interrupted run; "
                    f"delete it if no other adaptive-arrow decode is writing into {out}\n")
     assert sorted(p.name for p in out.iterdir()) == [".staging-0123456789abcdef", "000000.pb"]
+
+
+# ---- fresh-user review 26: input of two signals, in command-line terms
+
+
+def test_a_json_lines_file_of_two_signals_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '... line 2 (read as OTLP/JSON Lines): signal=logs but the request holds resourceSpans
+    (traces); its data would be dropped (...)': a Python argument the user never typed, and no way out."""
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text((DATA / "logs.json").read_text().replace("\n", "") + "\n" + (DATA / "trace.json").read_text().replace("\n", "") + "\n")
+    out = tmp_path / "o.otap"
+    code, _, err = _run(["encode", str(mixed), "--out", str(out)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {mixed} line 2 (read as OTLP/JSON Lines): the request holds traces, "
+                              f"not logs (every request must hold logs, the signal of {mixed} line 1); split {mixed} into "
+                              "one file per signal\n")
+    code, _, err = _run(["encode", str(mixed), "--signal", "traces", "--out", str(out)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {mixed} line 1 (read as OTLP/JSON Lines): the request holds logs, "
+                              "not traces (--signal traces); pass --signal logs if every request holds logs, else encode "
+                              "each signal's requests separately (an OTAP envelope file holds one signal)\n")
+    bad = tmp_path / "bad-logs.json"  # a request of another signal that is damaged too: --signal comes first
+    bad.write_text('{"resourceLogs": 5}\n')
+    code, _, err = _run(["encode", str(bad), "--signal", "traces", "--out", str(out)], capsys)
+    assert code == 2 and err.startswith(f"adaptive-arrow encode: {bad} (read as OTLP/JSON): the request holds logs, "
+                                        "not traces (--signal traces); pass --signal logs if ")
+    assert not out.exists()
+
+
+def test_decode_of_envelope_files_of_two_signals_joined_says_what_to_do(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '... message 2: batch 0: traces payloads [...], but this Decoder decodes logs; keep one
+    Decoder per stream': the library's advice, not the command line's."""
+    logs, traces, joined = tmp_path / "l.otap", tmp_path / "t.otap", tmp_path / "lt.otap"
+    assert _run(["encode", str(DATA / "logs.json"), "--out", str(logs)], capsys)[0] == 0
+    assert _run(["encode", str(DATA / "trace.json"), "--out", str(traces)], capsys)[0] == 0
+    joined.write_bytes(logs.read_bytes() + traces.read_bytes())
+    code, stdout, err = _run(["decode", str(joined), "--out", str(tmp_path / "d")], capsys)
+    assert (code, stdout) == (2, "")
+    assert err == (f"adaptive-arrow decode: {joined}: message 2 holds traces, but the messages before it hold logs; an OTAP "
+                   "envelope file holds one signal, as adaptive-arrow encode writes it: decode each signal's envelope "
+                   "file separately\n")

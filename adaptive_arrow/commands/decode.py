@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING
 from . import outputs
 
 if TYPE_CHECKING:
-    from otap_model import OtapBundle
+    from otap_model import OtapBundle, Signal
     from quiver_store.offline import StoredBundles
+
+    from ..envelope import BatchArrowRecords
 
 NAME = "adaptive-arrow decode"
 RUN_FILE = re.compile(r"\d{6}(-(logs|traces|metrics))?\.(pb|json)")
@@ -121,6 +123,12 @@ def decode_envelopes(args: argparse.Namespace, staging: outputs.Staging) -> int:
                     break
                 number += 1
                 bar = BatchArrowRecords.from_bytes(message)
+                held = _signal_held(bar)
+                if decoder.signal is not None and held not in (None, decoder.signal):
+                    print(f"{NAME}: {args.input}: message {number} holds {held.value}, but the messages before it hold "
+                          f"{decoder.signal.value}; an OTAP envelope file holds one signal, as adaptive-arrow encode writes "
+                          "it: decode each signal's envelope file separately", file=sys.stderr)
+                    return 2
                 data = serialize(decoder.decode(bar) if bar.payloads else None, args.output_format)
                 staging.write(f"{number - 1:06d}{SUFFIXES[args.output_format]}", data)
     except OSError as exc:
@@ -135,6 +143,17 @@ def decode_envelopes(args: argparse.Namespace, staging: outputs.Staging) -> int:
         return failed
     print(f"{number} message(s) decoded into {args.out}")
     return 0
+
+
+def _signal_held(bar: BatchArrowRecords) -> Signal | None:
+    """The one signal an envelope's payload types belong to; None for none, several or an unknown
+    type (the decoder reports those in its own words)."""
+    from otap_model import PayloadType
+    from otap_model.payload import signal_of
+
+    known = {int(pt) for pt in PayloadType}
+    signals = {signal_of(PayloadType(p.type)) for p in bar.payloads if p.type in known} - {None}
+    return signals.pop() if len(signals) == 1 else None
 
 
 def _requests_hint(path: Path) -> str:

@@ -21,7 +21,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from .inputs import InputError, UnknownSignal, add_format_argument, check_files
+from .inputs import InputError, OtherSignal, UnknownSignal, add_format_argument, check_files
 from .outputs import nonempty, nonempty_path
 
 NAME = "adaptive-arrow encode"
@@ -87,6 +87,17 @@ def stale_note(paths: list[Path]) -> str:
             "delete them if no other encode is running")
 
 
+def _other_signal_advice(exc: InputError, typed: str | None, inferred: bool) -> str:
+    """What to do about a request of another signal than --signal (`typed`) or, when `inferred`,
+    than the first file's (a file that mixes signals says so itself, inputs.to_bundles)."""
+    if not isinstance(exc, OtherSignal):
+        return ""
+    separately = "encode each signal's requests separately (an OTAP envelope file holds one signal)"
+    if typed is not None:
+        return f" (--signal {typed}); pass --signal {exc.held} if every request holds {exc.held}, else {separately}"
+    return f"; {separately}" if inferred else ""
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -141,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         inferred = args.signal is None and current != args.files[0]
         origin = f" (every file must hold {signal}, the signal of the first one, {args.files[0]})" if inferred else ""
         hint = "; pass --signal" if isinstance(exc, UnknownSignal) else ""
-        print(f"{NAME}: {exc}{hint}{origin}", file=sys.stderr)
+        print(f"{NAME}: {exc}{hint}{origin}{_other_signal_advice(exc, args.signal, inferred)}", file=sys.stderr)
         return 2
     except (OtapModelError, AdaptiveArrowError) as exc:
         print(f"{NAME}: {current}: {exc}", file=sys.stderr)

@@ -50,6 +50,15 @@ class InputError(Exception):
     for; the message starts with the file name."""
 
 
+class OtherSignal(InputError):
+    """A request of another signal than the one asked for (--signal, or that of an earlier request);
+    `held` is the signal it holds. The command says what to do about it."""
+
+    def __init__(self, message: str, held: str) -> None:
+        super().__init__(message)
+        self.held = held
+
+
 class UnknownSignal(InputError):
     """An empty request and no signal given: nothing in it tells its signal. The command says what
     to do about it (encode has --signal, bench has none)."""
@@ -190,25 +199,20 @@ def to_bundles(path: Path, data: bytes, input_format: str, signal: str | None) -
     for request in requests(path, data, input_format):
         try:
             bundle = to_bundle(request, signal)
-        except InputError as exc:
-            if first is not None and _holds_another_signal(request, signal):
-                raise InputError(f"{exc} (every request must hold {signal}, the signal of {first.where})") from None
-            raise
+        except OtherSignal as exc:
+            if first is None:
+                raise
+            raise OtherSignal(f"{exc} (every request must hold {signal}, the signal of {first.where}); "
+                              f"split {path} into one file per signal", exc.held) from None
         if signal is None:
             signal, first = bundle.signal.value, request
         yield request, bundle
 
 
-def _holds_another_signal(request: Request, signal: str | None) -> bool:
-    try:
-        return to_bundle(request, None).signal.value != signal
-    except InputError:
-        return False
-
-
 def to_bundle(request: Request, signal: str | None) -> OtapBundle:
     """One request's records; InputError naming where it is, the format it was read as and, where
-    one is likely, the mistake (a JSON file read as protobuf, another signal)."""
+    one is likely, the mistake (a JSON file read as protobuf; OtherSignal: a request of another
+    signal, in the command's words, not the converters' ``signal=`` argument)."""
     fmt, data, where = request.fmt, request.data, request.label
     if not (data if fmt == "otlp-proto" else _first(data)):  # empty (JSON: or blank) = empty request
         if signal is None:
@@ -220,7 +224,7 @@ def to_bundle(request: Request, signal: str | None) -> OtapBundle:
         if fmt == "zipkin-json":
             bundle = from_zipkin_json(data)
             if signal is not None and Signal(signal) is not bundle.signal:
-                raise InputError(f"{where}: Zipkin spans are traces, not {signal}")
+                raise OtherSignal(f"{where}: Zipkin spans are traces, not {signal}", bundle.signal.value)
             return bundle
         if signal is None:
             return _infer(data, where)
@@ -228,7 +232,25 @@ def to_bundle(request: Request, signal: str | None) -> OtapBundle:
     except ConversionError as exc:
         if signal is None and fmt == "otlp-json" and _without_records(data):  # such as {}, as decode writes it
             raise UnknownSignal(f"{where}: an empty request holds no records to tell its signal by") from None
+        held = _signal_held(request) if signal is not None else None
+        if held is not None and held != signal:
+            raise OtherSignal(f"{where}: the request holds {held}, not {signal}", held) from None
         raise InputError(f"{where}: {exc}{_hint(data, fmt)}") from None
+
+
+def _signal_held(request: Request) -> str | None:
+    """The one signal a request that failed to convert as another one holds: for OTLP/JSON the one
+    its root keys name (its content may be bad too: --signal is the first thing to put right),
+    otherwise the one it converts as without a signal; None when it tells none."""
+    from otap_model.otlp.json import named_signals
+
+    if request.fmt == "otlp-json":
+        named = named_signals(request.data)
+        return named.pop().value if len(named) == 1 else None
+    try:
+        return to_bundle(request, None).signal.value
+    except InputError:
+        return None
 
 
 def _without_records(data: bytes) -> bool:
@@ -253,7 +275,7 @@ def _infer(data: bytes, where: str) -> OtapBundle:
 def _hint(data: bytes, fmt: str) -> str:
     """A file read in the wrong format fails on some odd field or byte; say what it looks like: JSON
     read as protobuf, a protobuf request read as JSON, or an OTAP envelope file (encode's output)
-    given as input. (from_otlp itself says when the bytes hold another signal than --signal names.)"""
+    given as input. (A request of another signal is OtherSignal, raised by to_bundle.)"""
     from otap_model.otlp.decode import infer_signal
 
     first = _first(data)

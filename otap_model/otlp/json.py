@@ -125,10 +125,25 @@ def _too_deep() -> ConversionError:
     )
 
 
+def named_signals(document: str | bytes | bytearray | memoryview) -> set[Signal]:
+    """The signals whose root keys (``resourceLogs``, ``resourceSpans``, ``resourceMetrics``, or
+    their snake_case spellings) an OTLP/JSON request names, whatever the rest of it holds; empty
+    for text that is no JSON object."""
+    try:
+        doc = load_json(document, "OTLP/JSON")
+    except ConversionError:
+        return set()
+    return set(_roots(doc).values()) if isinstance(doc, dict) else set()
+
+
+def _roots(doc: dict[str, Any]) -> dict[str, Signal]:
+    return {k: _ROOT_KEYS[k] for k in doc if k in _ROOT_KEYS}
+
+
 def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
     """The request's signal: from its root key, which must agree with `signal` when given (unknown
     fields are ignored, so a root key of another signal would otherwise vanish without a word)."""
-    roots = {k: _ROOT_KEYS[k] for k in doc if k in _ROOT_KEYS}
+    roots = _roots(doc)
     if len(set(roots.values())) > 1:
         raise ConversionError(f"the request holds several signals ({', '.join(roots)}); an OTLP request holds one")
     if signal is not None:
