@@ -242,11 +242,13 @@ def test_missing_input_or_directory_is_refused_before_writing(tmp_path: Path, ca
 
 
 def test_encode_prints_only_its_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Byte counts with thousands separators, as generate, bench and pipeline print them (review 26)."""
     inputs = _requests(tmp_path, "logs.json", 1)
     out = tmp_path / "x.otap"
     code, stdout, err = _run(["encode", str(inputs[0]), "--signal", "logs", "--out", str(out)], capsys)
     assert (code, err) == (0, "")
-    assert stdout == f"1 message(s), {inputs[0].stat().st_size} input bytes -> {out.stat().st_size} OTAP bytes in {out}\n"
+    assert out.stat().st_size >= 1000  # so the separator shows
+    assert stdout == f"1 message(s), {inputs[0].stat().st_size:,} input bytes -> {out.stat().st_size:,} OTAP bytes in {out}\n"
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -160,5 +160,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-    print(f"{messages} message(s), {read} input bytes -> {written} OTAP bytes in {out_path}")
+    print(f"{messages:,} message(s), {read:,} input bytes -> {written:,} OTAP bytes in {out_path}")
     return 0
