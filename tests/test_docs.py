@@ -122,6 +122,20 @@ def test_wildcards():
     assert not matches("size 1,000\n", "size 1,020\n")
 
 
+STORE_OPENED = re.compile(r"""QuiverStore\.open\(\s*["']([^"']+)["']""")
+PIPELINE_STORE = re.compile(r"--store\s+([^\s`'\]]+)")
+
+
+def test_examples_open_no_store_the_pipeline_commands_write():
+    """Was (fresh-user review 26): the README quick start opened `store` and left its subscriber
+    `exporter` there, and the README's command line ran `pipeline --store store/`: that subscriber,
+    never coming back, pinned the pipeline's segments until its orphan timeout."""
+    opened = {name.rstrip("/") for page in PAGES for e in examples(page) for name in STORE_OPENED.findall(e.code)}
+    written = {name.rstrip("/") for page in PAGES for name in PIPELINE_STORE.findall((ROOT / page).read_text())}
+    assert opened and written
+    assert not opened & written, f"examples open a store the pipeline commands of the pages write into: {opened & written}"
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_examples_run(page, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
