@@ -23,12 +23,12 @@ from rich.table import Table
 from . import absent, progress, progress_ledger, seq_floor
 from .bundle import RecordBundle
 from .engine import (
-    LOCK_NAME,
     list_segment_seqs,
     segment_path,
 )
 from .errors import CorruptionError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
+from .held_open import held_open
 from .offline import StoredBundles, recovery_plan, wal_files
 from .presence import (
     AckEvidence,
@@ -509,33 +509,6 @@ OPEN_ELSEWHERE = (
 )
 
 
-def _held_open(path: str) -> bool:
-    """Whether a live QuiverStore holds the store at `path`: it keeps an exclusive flock on the
-    store directory and on its LOCK file (a writer of an older version locks only LOCK). Each is
-    probed with a non-blocking shared flock, released at once: it fails only against a holder's
-    exclusive lock, and probes of concurrent `quiver` commands do not conflict with each other.
-    Nothing is created (no LOCK file means no lock). A writer opening the store in the instant a
-    probe holds its shared lock would be refused as if another writer held it."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): nothing to tell
-        return False
-    for target, flags in ((path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)), (os.path.join(path, LOCK_NAME), os.O_RDONLY)):
-        try:
-            fd = os.open(target, flags)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        except OSError:  # a file system without flock: cannot tell
-            continue
-        finally:
-            os.close(fd)  # releases the probe's lock, if it got one
-    return False
-
-
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -575,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(width=max(Console().width, 160))  # piped: wide enough that no table wraps a cell
     handler = {"inspect": cmd_inspect, "verify": cmd_verify, "dump": cmd_dump, "replay": cmd_replay}[args.command]
-    if os.path.isdir(args.path) and _held_open(args.path):
+    if os.path.isdir(args.path) and held_open(args.path):
         _stderr().print(OPEN_ELSEWHERE)
     try:
         with guarded_stdout():

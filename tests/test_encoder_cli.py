@@ -1166,3 +1166,29 @@ def test_decode_of_envelope_files_of_two_signals_joined_says_what_to_do(tmp_path
     assert err == (f"adaptive-arrow decode: {joined}: message 2 holds traces, but the messages before it hold logs; an OTAP "
                    "envelope file holds one signal, as adaptive-arrow encode writes it: decode each signal's envelope "
                    "file separately\n")
+
+
+def test_decode_of_a_store_another_process_has_open_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was (fresh-user review 26): silence, while `quiver` commands on the same store print a note.
+    flock conflicts between separately opened descriptors in one process too, so a QuiverStore
+    here holds the lock."""
+    import otap_model
+    from adaptive_arrow import Encoder
+    from adaptive_arrow.store_layout import OTAP_LAYOUT
+    from quiver_store import QuiverStore
+
+    note = ("adaptive-arrow decode: note: another process has this store open (its LOCK is held); decoding what is "
+            "durable when each file is read\n")
+    bundles = list(otap_model.generate("logs", 20, batch_size=10, seed=4))
+    encoder = Encoder("logs")
+    store = QuiverStore.open(tmp_path / "s", layout=OTAP_LAYOUT)
+    try:
+        store.ingest(encoder.encode_records(bundles[0]))
+        store.flush()
+        code, stdout, err = _run(["decode", str(tmp_path / "s"), "--out", str(tmp_path / "d1")], capsys)
+        assert (code, stdout, err) == (0, f"1 bundle(s) decoded into {tmp_path / 'd1'}\n", note)
+        store.ingest(encoder.encode_records(bundles[1]))  # the probe took nothing from the writer
+    finally:
+        store.close()
+    code, stdout, err = _run(["decode", str(tmp_path / "s"), "--out", str(tmp_path / "d2")], capsys)
+    assert (code, stdout, err) == (0, f"2 bundle(s) decoded into {tmp_path / 'd2'}\n", "")

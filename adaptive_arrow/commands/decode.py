@@ -4,8 +4,8 @@ otlp-json`` OTLP/JSON on one line (``.json``, as the OpenTelemetry Collector's `
 receiver reads it).
 
 A store is read without opening it (quiver_store.offline: no lock, nothing written, so it works
-beside a live store): its finalized segments in order, then the acknowledged bundles only its WAL
-holds, the bundles `quiver dump` lists. A store may hold several signals, so each file is named
+beside a live store, which a note on stderr then says, as the `quiver` commands do): its finalized
+segments in order, then the acknowledged bundles only its WAL holds, the bundles `quiver dump` lists. A store may hold several signals, so each file is named
 ``<index>-<signal>.pb``; a bundle holding only a producer-progress record is the empty request,
 ``<index>.pb``. For an envelope file the signal comes from the messages themselves. An envelope
 without payloads (what `encode` makes of an empty request) decodes to the empty request, whose
@@ -53,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from quiver_store.errors import QuiverError
+    from quiver_store.held_open import held_open
     from quiver_store.offline import StoredBundles
     from quiver_store.store_dir import output_inside
 
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     refused = outputs.refusal(NAME, args.out, RUN_FILE, args.overwrite)
     if refused is not None:
         return refused
+    if stored is not None and held_open(args.input):
+        print(f"{NAME}: note: another process has this store open (its LOCK is held); decoding what is durable when "
+              "each file is read", file=sys.stderr)
     stale = outputs.stale_note(NAME, args.out)
     if stale is not None:
         print(stale, file=sys.stderr)
