@@ -106,7 +106,7 @@ class _Sealed:
 
 
 T = TypeVar("T")
-LOCK_PATIENCE = 0.2  # seconds: a `quiver` command's lock probe holds a shared flock for microseconds
+LOCK_PATIENCE = 0.2  # seconds: the read-only tools' lock probe (held_open.py: quiver, adaptive-arrow decode) holds a shared flock for microseconds
 
 
 def _patiently(take_lock: Callable[[], T]) -> T:
