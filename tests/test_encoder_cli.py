@@ -1192,3 +1192,77 @@ def test_decode_of_a_store_another_process_has_open_says_so(tmp_path: Path, caps
         store.close()
     code, stdout, err = _run(["decode", str(tmp_path / "s"), "--out", str(tmp_path / "d2")], capsys)
     assert (code, stdout, err) == (0, f"2 bundle(s) decoded into {tmp_path / 'd2'}\n", "")
+
+
+# ---- generate stages its files as decode does: a failed or interrupted generate leaves --out as it was
+
+
+def _generate(out: Path, *more: str) -> list[str]:
+    return ["generate", "--signal", "logs", "--count", "50", "--batch-size", "10", "--out", str(out), "--quiet", *more]
+
+
+def _earlier_generate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, dict[str, bytes]]:
+    """A directory holding an earlier generate's 5 files and a file of the user's, and its contents."""
+    out = tmp_path / "existing"
+    assert _run(["generate", "--signal", "traces", "--count", "50", "--batch-size", "10", "--out", str(out), "--quiet"],
+                capsys)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    return out, {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+def test_a_generate_that_cannot_write_leaves_out_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a full disk at the third file left the first two in --out (a new directory stayed
+    behind), and --overwrite had deleted the earlier run's files before the new ones existed."""
+    import errno
+
+    existing, before = _earlier_generate(tmp_path, capsys)
+    write_bytes = Path.write_bytes
+    calls = []
+
+    def full_at_the_third(self: Path, data: bytes) -> int:
+        calls.append(self)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_at_the_third)
+    for out, more in ((tmp_path / "new" / "g", []), (existing, ["--overwrite"])):
+        calls.clear()
+        code, stdout, err = _run(_generate(out, *more), capsys)
+        assert (code, stdout, err) == (1, "", f"adaptive-arrow generate: cannot write {out / 'logs-000002.pb'}: "
+                                             "No space left on device\n")
+    assert not (tmp_path / "new").exists()
+    assert {p.name: p.read_bytes() for p in existing.iterdir()} == before
+
+
+def test_an_interrupted_generate_removes_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C at the third batch: exit 130, nothing of this run in --out, the earlier run's files
+    kept even under --overwrite."""
+    from adaptive_arrow.commands import generate
+
+    existing, before = _earlier_generate(tmp_path, capsys)
+    generate_otlp = generate.generate_otlp
+
+    def interrupted_at_the_third(*args: object, **kwargs: object) -> object:
+        for index, request in enumerate(generate_otlp(*args, **kwargs)):  # type: ignore[arg-type]
+            if index == 2:
+                raise KeyboardInterrupt
+            yield request
+
+    monkeypatch.setattr(generate, "generate_otlp", interrupted_at_the_third)
+    for out, more in ((tmp_path / "new", []), (existing, ["--overwrite"])):
+        assert _run(_generate(out, *more), capsys)[::2] == (130, "adaptive-arrow generate: interrupted\n")
+    assert not (tmp_path / "new").exists()
+    assert {p.name: p.read_bytes() for p in existing.iterdir()} == before
+
+
+def test_generate_names_a_staging_directory_a_killed_generate_left(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "g"
+    (out / ".staging-0123456789abcdef").mkdir(parents=True)
+    code, _, err = _run(_generate(out), capsys)
+    assert (code, err) == (0, f"adaptive-arrow generate: note: {out / '.staging-0123456789abcdef'} was left by an "
+                              f"interrupted run; delete it if no other adaptive-arrow generate is writing into {out}\n")
+    assert sorted(p.name for p in out.iterdir()) == [".staging-0123456789abcdef", *(f"logs-{i:06d}.pb" for i in range(5))]

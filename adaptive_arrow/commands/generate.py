@@ -1,8 +1,11 @@
 """`adaptive-arrow generate`: write generated telemetry as OTLP protobuf files, one per batch.
 
 A directory already holding files of an earlier run (``<signal>-<index>.pb`` of any signal) is
-refused unless --overwrite, which deletes those files first and nothing else: a later
-``encode DIR/*.pb`` must not mix two runs.
+refused unless --overwrite, which replaces those files and nothing else: a later ``encode DIR/*.pb``
+must not mix two runs. The files are staged as decode's are (commands/outputs.py): written into a
+hidden directory in --out and moved into it once every batch was written, so a generate that fails
+or is interrupted leaves --out as it was (a directory it created is removed, an earlier run's files
+are kept even under --overwrite).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import argparse
 import math
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
@@ -26,6 +31,9 @@ from otap_model.generator import PROFILES, GeneratorError, generate_otlp
 
 from . import outputs
 
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
 LAYOUT = """output layout:
   DIR/<signal>-<index:06d>.pb   one file per batch, index from 000000 in generation order;
                                 each file is one serialized Export{Logs,Trace,Metrics}ServiceRequest
@@ -33,7 +41,8 @@ LAYOUT = """output layout:
                                 root records (log records, spans or metric data points), the last
                                 file the remainder. Same arguments write byte-identical files.
   A DIR holding <signal>-<index>.pb files of an earlier run is refused (exit 2) unless
-  --overwrite, which deletes those files (and no other) first.
+  --overwrite, which replaces those files (and no other) once this run succeeded: a run that
+  fails or is interrupted leaves DIR as it was.
 example:
   adaptive-arrow generate --signal logs --count 100000 --batch-size 5000 --seed 1 --out data/logs
 """
@@ -49,10 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="data shape (multivariate: metrics only)")
     parser.add_argument("--out", required=True, type=outputs.nonempty_path, help="output directory (created if missing)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="delete the <signal>-<index>.pb files of an earlier run in --out first")
+                        help="replace the <signal>-<index>.pb files of an earlier run in --out (deleted once this "
+                             "run succeeded)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+NAME = "adaptive-arrow generate"
 RUN_FILE = re.compile(r"(logs|traces|metrics)-\d{6}\.pb")
 OPTIONS = {"signal": "--signal", "profile": "--profile", "count": "--count", "batch_size": "--batch-size", "seed": "--seed"}
 
@@ -69,28 +80,49 @@ def run(args: argparse.Namespace) -> int:
         requests = generate_otlp(args.signal, args.count, batch_size=args.batch_size, seed=args.seed,
                                  profile=args.profile)
     except GeneratorError as exc:
-        print(f"adaptive-arrow generate: {option_message(exc)}", file=sys.stderr)
+        print(f"{NAME}: {option_message(exc)}", file=sys.stderr)
         return 2
     out: Path = args.out
-    refused = outputs.prepare("adaptive-arrow generate", out, RUN_FILE, args.overwrite)
+    refused = outputs.refusal(NAME, out, RUN_FILE, args.overwrite)
     if refused is not None:
         return refused
-    batches = math.ceil(args.count / args.batch_size)
+    stale = outputs.stale_note(NAME, out)
+    if stale is not None:
+        print(stale, file=sys.stderr)
+    try:
+        staging = outputs.Staging.create(out, outputs.earlier_run(out, RUN_FILE))
+    except OSError as exc:
+        print(f"{NAME}: cannot create --out {out}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        written = write_batches(args, requests, staging)
+        if written is None:
+            return 1
+        failed = staging.publish(NAME)
+        if failed is not None:
+            return failed
+    finally:
+        staging.discard()  # unless published: a failed or interrupted generate leaves --out as it was
+    if not args.quiet:
+        print(f"wrote {math.ceil(args.count / args.batch_size)} file(s), {written:,} bytes, to {out}")
+    return 0
+
+
+def write_batches(args: argparse.Namespace, requests: Iterator[Message], staging: outputs.Staging) -> int | None:
+    """Stage one file per request, with a progress bar: the bytes written, or None after one line
+    on stderr when a file could not be written."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
     written = 0
     with Progress(*columns, disable=args.quiet, transient=False) as progress:
         task = progress.add_task(f"{args.signal} ({args.profile})", total=args.count)
         for index, request in enumerate(requests):
-            path = out / f"{args.signal}-{index:06d}.pb"
             data = request.SerializeToString(deterministic=True)
             try:
-                path.write_bytes(data)
+                staging.write(f"{args.signal}-{index:06d}.pb", data)
             except OSError as exc:
-                print(f"adaptive-arrow generate: cannot write {path}: {exc.strerror}", file=sys.stderr)
-                return 1
+                print(f"{NAME}: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+                return None
             written += len(data)
             progress.update(task, advance=min(args.batch_size, args.count - index * args.batch_size))
-    if not args.quiet:
-        print(f"wrote {batches} file(s), {written:,} bytes, to {out}")
-    return 0
+    return written

@@ -1,12 +1,12 @@
 """Output directories of the commands that write one file per message or batch (`generate`,
 `decode`): a directory holding files of an earlier run is refused unless --overwrite, which
-deletes those files and nothing else, so a later `DIR/*.pb` never mixes two runs (`generate`
-deletes them first, `decode` once it succeeded).
+replaces those files and nothing else, so a later `DIR/*.pb` never mixes two runs.
 
-`decode` stages its files (`Staging`): it writes them into a new hidden directory inside --out and
-moves them into --out only once the run succeeded, so a run that fails or is interrupted leaves
---out as it found it: the directories it created are removed, the files it found (the user's, an
-earlier run's even under --overwrite) are kept.
+Both commands stage their files (`Staging`): they write them into a new hidden directory inside
+--out and move them into --out only once the run succeeded (then --overwrite deletes the earlier
+run's files), so a run that fails or is interrupted leaves --out as it found it: the directories
+it created are removed, the files it found (the user's, an earlier run's even under --overwrite)
+are kept.
 """
 
 from __future__ import annotations
@@ -54,20 +54,6 @@ def refusal(command: str, out: Path, pattern: re.Pattern[str], overwrite: bool) 
               file=sys.stderr)
         return 2
     return None
-
-
-def prepare(command: str, out: Path, pattern: re.Pattern[str], overwrite: bool) -> int | None:
-    """Make `out` ready to write into: None when it is, else the exit status after one line on
-    stderr (2: refused, 1: the file system failed)."""
-    refused = refusal(command, out, pattern, overwrite)
-    if refused is not None:
-        return refused
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"{command}: cannot create --out {out}: {exc.strerror}", file=sys.stderr)
-        return 1
-    return _delete(command, earlier_run(out, pattern))
 
 
 def _delete(command: str, paths: list[Path]) -> int | None:
