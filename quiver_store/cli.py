@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +22,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import absent, progress, progress_ledger, seq_floor
-from .bundle import RecordBundle
 from .engine import (
     list_segment_seqs,
     segment_path,
@@ -29,7 +29,7 @@ from .engine import (
 from .errors import CorruptionError, QuiverError
 from .fs import DEFAULT_FS, FileSystem
 from .held_open import held_open
-from .offline import StoredBundles, recovery_plan, wal_files
+from .offline import StoredBundle, StoredBundles, recovery_plan, wal_files
 from .presence import (
     AckEvidence,
     SegmentSpan,
@@ -43,6 +43,7 @@ from .presence import (
 from .segment.info import SegmentInfo
 from .segment.reader import SegmentReader
 from .segment.schema_view import check_slot_streams, representative_schema, slot_schema
+from .staged_dir import StagedDir, stale_note
 from .stdout import StdoutError, guarded_stdout, stdout_failure
 from .store_dir import check_store_dir, output_inside
 from .subscriber import ack_log
@@ -304,26 +305,18 @@ def _json_default(value: Any) -> Any:
 def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
     stored = StoredBundles(args.path, fs, args.segment)
     if args.format == "arrow":
-        if not args.output:
-            raise QuiverError("--format arrow writes one Arrow IPC file per bundle slot: give --output DIR")
-        inside = output_inside(args.output, args.path)
-        if inside is not None:
-            raise QuiverError(f"--output {args.output} is {inside} {args.path} being read; choose a directory outside it")
-        _check_output_dir(args.output)
+        staged = _staged_output(args)
         try:
-            os.makedirs(args.output, exist_ok=True)
-        except OSError as exc:
-            raise QuiverError(f"--output {args.output}: cannot create the directory ({exc.strerror})") from None
-    elif args.output:
-        raise QuiverError("--output is for --format arrow; JSON lines go to stdout (redirect them: > FILE)")
-    out = sys.stdout
-    for item in stored:
-        if item.segment_seq is not None:
-            where: dict = {"segment": item.segment_seq, "bundle": item.bundle_index}
-            stem = f"seg{item.segment_seq:016d}_bundle{item.bundle_index:06d}"
-        else:
-            where, stem = {"segment": None, "bundle": None, "wal_sequence": item.wal_sequence}, f"wal{item.wal_sequence:020d}"
-        _dump_bundle(args, out, item.bundle, where, stem)
+            failed = _dump_arrow(args, stored, staged)
+        finally:
+            staged.discard()  # unless published: a failed or interrupted dump leaves --output as it was
+        if failed is not None:
+            return failed
+    else:
+        if args.output:
+            raise QuiverError("--output is for --format arrow; JSON lines go to stdout (redirect them: > FILE)")
+        for item in stored:
+            _dump_json(sys.stdout, item)
     for seq in stored.deleted:
         _stderr().print(f"quiver dump: segment {seq} was deleted by the store's retention while dumping; skipped")
     if stored.wal_error is not None:
@@ -338,24 +331,86 @@ def cmd_dump(args: argparse.Namespace, console: Console, fs: FileSystem) -> int:
             f"quiver dump: the WAL is damaged ({escape(str(stored.wal_damage))}); bundles after the damage are not "
             f"dumped: see quiver verify {escape(args.path)} and quiver replay {escape(args.path)}"
         )
-    out.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
+    sys.stdout.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
     return 1 if stored.wal_error is not None or stored.wal_damage is not None else 0
 
 
-def _dump_bundle(args: argparse.Namespace, out: Any, bundle: RecordBundle, where: dict, file_stem: str) -> None:
-    if args.format == "json":
-        row = {**where, "ingestion_time_ns": bundle.ingestion_time_ns}
+def _dump_json(out: Any, item: StoredBundle) -> None:
+    """One JSON line for the bundle."""
+    bundle = item.bundle
+    if item.segment_seq is not None:
+        row: dict = {"segment": item.segment_seq, "bundle": item.bundle_index}
+        named = f"segment {item.segment_seq} bundle {item.bundle_index}"
+    else:
+        row, named = {"segment": None, "bundle": None, "wal_sequence": item.wal_sequence}, f"WAL sequence {item.wal_sequence}"
+    row["ingestion_time_ns"] = bundle.ingestion_time_ns
+    try:
+        row["slots"] = {str(s): _json_rows(b) for s, b in bundle.slots.items()}
+    except (pa.ArrowException, ValueError) as exc:  # a batch its own schema does not hold (nulls in a not-null column)
+        raise CorruptionError(f"{named}: its rows do not fit their schema ({exc})") from None
+    out.write(_json_line(row) + "\n")
+
+
+def _staged_output(args: argparse.Namespace) -> StagedDir:
+    """--output checked (see _check_output_dir) and created, with the directory its files are
+    staged in; a note on stderr names the staging directories a killed dump left there."""
+    if not args.output:
+        raise QuiverError("--format arrow writes one Arrow IPC file per bundle slot: give --output DIR")
+    inside = output_inside(args.output, args.path)
+    if inside is not None:
+        raise QuiverError(f"--output {args.output} is {inside} {args.path} being read; choose a directory outside it")
+    _check_output_dir(args.output)
+    out = Path(args.output)
+    stale = stale_note("quiver dump", out)
+    if stale is not None:
+        _stderr().print(escape(stale))
+    try:
+        return StagedDir.create(out)
+    except OSError as exc:
+        raise QuiverError(f"--output {args.output}: cannot create the directory ({exc.strerror})") from None
+
+
+def _dump_arrow(args: argparse.Namespace, stored: StoredBundles, staged: StagedDir) -> int | None:
+    """One Arrow IPC file per bundle and slot, published into --output once every bundle was read,
+    or once those before a damaged segment were (then the exit status after one line on stderr)."""
+    dumped = 0
+    items = iter(stored)
+    while True:
         try:
-            row["slots"] = {str(s): _json_rows(b) for s, b in bundle.slots.items()}
-        except (pa.ArrowException, ValueError) as exc:  # a batch its own schema does not hold (nulls in a not-null column)
-            named = f"WAL sequence {where['wal_sequence']}" if where["segment"] is None else f"segment {where['segment']} bundle {where['bundle']}"
-            raise CorruptionError(f"{named}: its rows do not fit their schema ({exc})") from None
-        out.write(_json_line(row) + "\n")
-        return
-    for slot, batch in bundle.slots.items():
-        target = os.path.join(args.output, f"{file_stem}_slot{slot:02d}.arrow")
-        with pa.OSFile(target, "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
-            w.write_batch(batch)
+            item = next(items)
+        except StopIteration:
+            break
+        except QuiverError as exc:  # a damaged segment: the error names its file and offset
+            return _failed("dump", exc, f"; {_salvaged(staged, dumped)}")
+        stem = (f"seg{item.segment_seq:016d}_bundle{item.bundle_index:06d}" if item.segment_seq is not None
+                else f"wal{item.wal_sequence:020d}")
+        for slot, batch in item.bundle.slots.items():
+            name = f"{stem}_slot{slot:02d}.arrow"
+            try:
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_file(sink, batch.schema) as writer:
+                    writer.write_batch(batch)
+                staged.write(name, memoryview(sink.getvalue()))
+            except OSError as exc:
+                raise QuiverError(f"cannot write {os.path.join(args.output, name)}: {exc.strerror or exc}") from None
+        dumped += 1
+    try:
+        staged.publish()
+    except OSError as exc:
+        raise QuiverError(f"--output {args.output}: cannot move the dumped files into it ({exc.strerror})") from None
+    return None
+
+
+def _salvaged(staged: StagedDir, dumped: int) -> str:
+    """Publish the `dumped` bundles read before a store's damage, when there are any; the end of
+    the message that says so."""
+    if dumped == 0:
+        return "no bundle before it was dumped"
+    try:
+        staged.publish()
+    except OSError as exc:
+        return f"the {dumped} bundle(s) before it were dumped but could not be moved into {staged.out} ({exc.strerror})"
+    return f"the {dumped} bundle(s) before it were dumped into {staged.out}"
 
 
 def _recreated_intact(plan: RecoveryPlan | None, path: str) -> str | None:
@@ -555,12 +610,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return handler(args, console, DEFAULT_FS)
     except StdoutError as exc:  # a full disk: one line, exit 1; a reader gone (`quiver dump | head`): quietly
         return stdout_failure(f"quiver {args.command}", exc)
-    except KeyboardInterrupt:  # Ctrl-C: the commands only read, so there is nothing to undo
+    except KeyboardInterrupt:  # Ctrl-C: the commands only read the store (dump discards the files it staged)
         _stderr().print(f"quiver {args.command}: interrupted")
         return INTERRUPTED_EXIT
     except (QuiverError, OSError) as exc:  # one line on stderr, never a traceback
-        _stderr().print(f"[red]quiver {args.command}:[/red] {escape(str(exc))}")
-        return 1 if isinstance(exc, CorruptionError) else 2  # damage found vs bad arguments or refused
+        return _failed(args.command, exc)
+
+
+def _failed(command: str, exc: QuiverError | OSError, more: str = "") -> int:
+    """One line on stderr for a command that failed; the exit status: 1 for damage found, else 2
+    (bad arguments or refused)."""
+    _stderr().print(f"[red]quiver {command}:[/red] {escape(str(exc) + more)}")
+    return 1 if isinstance(exc, CorruptionError) else 2
 
 
 if __name__ == "__main__":

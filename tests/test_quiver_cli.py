@@ -820,3 +820,68 @@ def test_replay_says_a_damaged_ack_checkpoint_refuses_the_store(store_dir, capsy
     assert f"the ack log: opening would refuse the store: {checkpoint}" in out
     with pytest.raises(CorruptionError, match="ack checkpoint failed its CRC32C"):
         QuiverStore.open(store_dir, QUIET)
+
+
+# -- dump --format arrow stages its files: a failed or interrupted dump leaves --output as it was ---------
+def _failing_at_the_third_file(monkeypatch, error: BaseException) -> None:
+    """pyarrow.ipc.new_file, which dump writes each Arrow file with, raising `error` at the third file."""
+    new_file, calls = pa.ipc.new_file, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise error
+        return new_file(*args, **kwargs)
+
+    monkeypatch.setattr(pa.ipc, "new_file", failing)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_interrupted_dump_leaves_output_as_it_was(store_dir, tmp_path_factory, capsys, monkeypatch, existing):
+    """Was: Ctrl-C at the third file left the first two in --output, and a directory it created."""
+    scratch = tmp_path_factory.mktemp("out")
+    out = scratch / "new" / "arrow"
+    if existing:
+        out.mkdir(parents=True)
+        (out / "notes.txt").write_text("mine")
+    before = digest(scratch)
+    _failing_at_the_third_file(monkeypatch, KeyboardInterrupt())
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 130
+    assert capsys.readouterr().err == "quiver dump: interrupted\n"
+    assert digest(scratch) == before and (scratch / "new").exists() == existing
+    assert not existing or os.listdir(out) == ["notes.txt"]
+
+
+def test_a_dump_that_cannot_write_leaves_output_as_it_was(store_dir, tmp_path_factory, capsys, monkeypatch):
+    """Was: '[Errno 28] No space left on device' (no file named) and the first two files left in --output."""
+    import errno
+
+    out = tmp_path_factory.mktemp("out") / "arrow"
+    _failing_at_the_third_file(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 2
+    assert capsys.readouterr().err == (f"quiver dump: cannot write {out / 'seg0000000000000000_bundle000001_slot00.arrow'}: "
+                                       "No space left on device\n")
+    assert not out.exists()
+
+
+def test_a_dump_of_a_damaged_segment_keeps_the_bundles_before_it_and_says_so(store_dir, tmp_path_factory, capsys):
+    """As for JSON lines and adaptive-arrow decode: what was read before the damage is dumped."""
+    seg = store_dir / "segments" / f"{1:016d}.qseg"
+    data = bytearray(seg.read_bytes())
+    data[len(data) - 1] ^= 0x01  # the footer
+    seg.write_bytes(bytes(data))
+    out = tmp_path_factory.mktemp("out") / "arrow"
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"quiver dump: {seg}") and err.count("\n") == 1
+    assert err.endswith(f"; the 3 bundle(s) before it were dumped into {out}\n")
+    assert sorted(os.listdir(out)) == [f"seg0000000000000000_bundle{b:06d}_slot{s:02d}.arrow" for b in range(3) for s in (0, 7)]
+
+
+def test_dump_names_a_staging_directory_a_killed_dump_left(store_dir, tmp_path_factory, capsys):
+    out = tmp_path_factory.mktemp("out") / "arrow"
+    (out / ".staging-0123456789abcdef").mkdir(parents=True)
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 0
+    assert capsys.readouterr().err == (f"quiver dump: note: {out / '.staging-0123456789abcdef'} was left by an "
+                                       f"interrupted run; delete it if no other quiver dump is writing into {out}\n")
+    assert len(os.listdir(out)) == 11

@@ -12,7 +12,7 @@ without payloads (what `encode` makes of an empty request) decodes to the empty 
 bytes are the same for every signal (protobuf: none; OTLP/JSON: ``{}``), so a file of empty
 requests, or one that starts with them, needs no signal either. A directory holding
 ``<index>[-<signal>].pb`` or ``.json`` files of an earlier decode is refused unless --overwrite,
-which deletes those files and nothing else. The files are staged (commands/outputs.py): written
+which deletes those files and nothing else. The files are staged (quiver_store/staged_dir.py): written
 into a hidden directory in --out and moved into it once every message or bundle decoded, so a
 decode that fails or is interrupted leaves --out as it was (a directory it created is removed),
 except that a store whose segment or WAL is damaged keeps the bundles before the damage, which
@@ -32,6 +32,7 @@ from . import outputs
 if TYPE_CHECKING:
     from otap_model import OtapBundle, Signal
     from quiver_store.offline import StoredBundles
+    from quiver_store.staged_dir import StagedDir
 
     from ..envelope import BatchArrowRecords
 
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from quiver_store.errors import QuiverError
     from quiver_store.held_open import held_open
     from quiver_store.offline import StoredBundles
+    from quiver_store.staged_dir import StagedDir, stale_note
     from quiver_store.store_dir import output_inside
 
     stored = None
@@ -79,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
     if stored is not None and held_open(args.input):
         print(f"{NAME}: note: another process has this store open (its LOCK is held); decoding what is durable when "
               "each file is read", file=sys.stderr)
-    stale = outputs.stale_note(NAME, args.out)
+    stale = stale_note(NAME, args.out)
     if stale is not None:
         print(stale, file=sys.stderr)
     try:
-        staging = outputs.Staging.create(args.out, outputs.earlier_run(args.out, RUN_FILE))
+        staging = StagedDir.create(args.out, outputs.earlier_run(args.out, RUN_FILE))
     except OSError as exc:
         print(f"{NAME}: cannot create --out {args.out}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -102,7 +104,7 @@ def serialize(bundle: OtapBundle | None, output_format: str) -> bytes:
     return to_otlp(bundle).SerializeToString() if bundle is not None else b""
 
 
-def decode_envelopes(args: argparse.Namespace, staging: outputs.Staging) -> int:
+def decode_envelopes(args: argparse.Namespace, staging: StagedDir) -> int:
     """Every message of the envelope file at args.input as an OTLP request file, published into
     --out once all decoded."""
     from otap_model.errors import OtapModelError
@@ -142,7 +144,7 @@ def decode_envelopes(args: argparse.Namespace, staging: outputs.Staging) -> int:
         hint = _requests_hint(args.input) if number == 1 else ""
         print(f"{NAME}: {args.input}: message {number}: {exc}{hint}", file=sys.stderr)
         return 2
-    failed = staging.publish(NAME)
+    failed = outputs.publish(NAME, staging)
     if failed is not None:
         return failed
     print(f"{number} message(s) decoded into {args.out}")
@@ -176,7 +178,7 @@ def _requests_hint(path: Path) -> str:
             "encode it first with adaptive-arrow encode")
 
 
-def decode_store(args: argparse.Namespace, stored: StoredBundles, staging: outputs.Staging) -> int:
+def decode_store(args: argparse.Namespace, stored: StoredBundles, staging: StagedDir) -> int:
     """Every bundle of the store at args.input as an OTLP request file, published into --out once
     all decoded, or those before a damaged segment or WAL entry (salvage)."""
     from otap_model.errors import OtapModelError
@@ -225,18 +227,18 @@ def decode_store(args: argparse.Namespace, stored: StoredBundles, staging: outpu
         print(f"{NAME}: {args.input}: the WAL {'could not be read' if stored.wal_error else 'is damaged'} ({damage}); "
               f"{_salvaged(staging, number)}: see quiver verify {args.input}", file=sys.stderr)
         return 2
-    failed = staging.publish(NAME)
+    failed = outputs.publish(NAME, staging)
     if failed is not None:
         return failed
     print(f"{number} bundle(s) decoded into {args.out}")
     return 0
 
 
-def _salvaged(staging: outputs.Staging, number: int) -> str:
+def _salvaged(staging: StagedDir, number: int) -> str:
     """Publish the `number` bundles decoded before a store's damage, when there are any; the end
     of the message that says so."""
     if number == 0:
         return "no bundle before it was decoded"
-    if staging.publish(NAME) is not None:  # its own line on stderr
+    if outputs.publish(NAME, staging) is not None:  # its own line on stderr
         return f"the {number} bundle(s) before it were decoded but could not be moved into {staging.out}"
     return f"the {number} bundle(s) before it were decoded into {staging.out}"

@@ -2,7 +2,7 @@
 
 A directory already holding files of an earlier run (``<signal>-<index>.pb`` of any signal) is
 refused unless --overwrite, which replaces those files and nothing else: a later ``encode DIR/*.pb``
-must not mix two runs. The files are staged as decode's are (commands/outputs.py): written into a
+must not mix two runs. The files are staged as decode's are (quiver_store/staged_dir.py): written into a
 hidden directory in --out and moved into it once every batch was written, so a generate that fails
 or is interrupted leaves --out as it was (a directory it created is removed, an earlier run's files
 are kept even under --overwrite).
@@ -28,6 +28,7 @@ from rich.progress import (
 )
 
 from otap_model.generator import PROFILES, GeneratorError, generate_otlp
+from quiver_store.staged_dir import StagedDir, stale_note
 
 from . import outputs
 
@@ -86,11 +87,11 @@ def run(args: argparse.Namespace) -> int:
     refused = outputs.refusal(NAME, out, RUN_FILE, args.overwrite)
     if refused is not None:
         return refused
-    stale = outputs.stale_note(NAME, out)
+    stale = stale_note(NAME, out)
     if stale is not None:
         print(stale, file=sys.stderr)
     try:
-        staging = outputs.Staging.create(out, outputs.earlier_run(out, RUN_FILE))
+        staging = StagedDir.create(out, outputs.earlier_run(out, RUN_FILE))
     except OSError as exc:
         print(f"{NAME}: cannot create --out {out}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         written = write_batches(args, requests, staging)
         if written is None:
             return 1
-        failed = staging.publish(NAME)
+        failed = outputs.publish(NAME, staging)
         if failed is not None:
             return failed
     finally:
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_batches(args: argparse.Namespace, requests: Iterator[Message], staging: outputs.Staging) -> int | None:
+def write_batches(args: argparse.Namespace, requests: Iterator[Message], staging: StagedDir) -> int | None:
     """Stage one file per request, with a progress bar: the bytes written, or None after one line
     on stderr when a file could not be written."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
