@@ -1266,3 +1266,52 @@ def test_generate_names_a_staging_directory_a_killed_generate_left(tmp_path: Pat
     assert (code, err) == (0, f"adaptive-arrow generate: note: {out / '.staging-0123456789abcdef'} was left by an "
                               f"interrupted run; delete it if no other adaptive-arrow generate is writing into {out}\n")
     assert sorted(p.name for p in out.iterdir()) == [".staging-0123456789abcdef", *(f"logs-{i:06d}.pb" for i in range(5))]
+
+
+# ---- library wording translated: input whose signal cannot be told, damage in a later file
+
+
+def test_an_otlp_json_object_naming_no_signal_with_bad_content_says_what_to_do(tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '... cannot infer the signal: the request names none (...); pass signal=': a Python
+    argument, and nothing about the content that does not read either."""
+    bad = tmp_path / "span.json"
+    bad.write_text('{"traceId": "zz"}\n')
+    code, _, err = _run(["encode", str(bad), "--out", str(tmp_path / "o.otap")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {bad} (read as OTLP/JSON): the request names no signal (no "
+                              "resourceLogs, resourceSpans or resourceMetrics key) and does not read as an OTLP/JSON "
+                              "request (traceId: 'zz' is not a hex-encoded id); check the file, or pass --signal to read "
+                              "it as that signal's request\n")
+    assert not (tmp_path / "o.otap").exists()
+
+
+def test_a_protobuf_file_of_two_signals_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '... not one Export{Logs,Trace,Metrics}ServiceRequest of a single signal', and no more."""
+    from otap_model import generate_otlp
+
+    joined = tmp_path / "logs-and-metrics.pb"
+    joined.write_bytes(b"".join(next(generate_otlp(s, 2, batch_size=2, seed=1)).SerializeToString() for s in ("logs", "metrics")))
+    code, _, err = _run(["encode", str(joined), "--out", str(tmp_path / "o.otap")], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {joined} (read as OTLP protobuf): not one "
+                              "Export{Logs,Trace,Metrics}ServiceRequest of a single signal (requests of several signals "
+                              "joined in one file read as none: give each its own file); check the file, or pass --signal "
+                              "to read it as that signal's request\n")
+
+
+def test_damage_in_a_later_file_is_not_blamed_on_the_signal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: '... (every file must hold logs, the signal of the first one, ...)' after any error in a
+    later file, a truncated one too. Only an error about the signal gets it."""
+    from otap_model import generate_otlp
+
+    logs = tmp_path / "logs.pb"
+    data = next(generate_otlp("logs", 2, batch_size=2, seed=1)).SerializeToString()
+    logs.write_bytes(data)
+    cut = tmp_path / "cut.pb"
+    cut.write_bytes(data[:-3])
+    span = tmp_path / "span.json"
+    span.write_text('{"traceId": "zz"}\n')
+    out = str(tmp_path / "o.otap")
+    for damaged in (cut, span):
+        code, _, alone = _run(["encode", str(damaged), "--signal", "logs", "--out", out], capsys)
+        assert code == 2 and "every file must hold" not in alone
+        assert _run(["encode", str(logs), str(damaged), "--out", out], capsys)[::2] == (2, alone)

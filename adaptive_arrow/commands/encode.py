@@ -21,7 +21,14 @@ import secrets
 import sys
 from pathlib import Path
 
-from .inputs import InputError, OtherSignal, UnknownSignal, add_format_argument, check_files
+from .inputs import (
+    InputError,
+    OtherSignal,
+    UnknownSignal,
+    UnrecognisedRequest,
+    add_format_argument,
+    check_files,
+)
 from .outputs import nonempty, nonempty_path
 
 NAME = "adaptive-arrow encode"
@@ -87,6 +94,16 @@ def stale_note(paths: list[Path]) -> str:
             "delete them if no other encode is running")
 
 
+def _no_signal_advice(exc: InputError) -> str:
+    """What to do about a request whose signal cannot be told (inputs.UnknownSignal,
+    UnrecognisedRequest), in the command's terms, not the converters' ``signal=``."""
+    if isinstance(exc, UnknownSignal):
+        return "; pass --signal"
+    if isinstance(exc, UnrecognisedRequest):
+        return "; check the file, or pass --signal to read it as that signal's request"
+    return ""
+
+
 def _other_signal_advice(exc: InputError, typed: str | None, inferred: bool) -> str:
     """What to do about a request of another signal than --signal (`typed`) or, when `inferred`,
     than the first file's (a file that mixes signals says so itself, inputs.to_bundles)."""
@@ -149,10 +166,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{NAME}: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except InputError as exc:
-        inferred = args.signal is None and current != args.files[0]
+        inferred = args.signal is None and current != args.files[0] and isinstance(exc, OtherSignal)
         origin = f" (every file must hold {signal}, the signal of the first one, {args.files[0]})" if inferred else ""
-        hint = "; pass --signal" if isinstance(exc, UnknownSignal) else ""
-        print(f"{NAME}: {exc}{hint}{origin}{_other_signal_advice(exc, args.signal, inferred)}", file=sys.stderr)
+        print(f"{NAME}: {exc}{_no_signal_advice(exc)}{origin}{_other_signal_advice(exc, args.signal, inferred)}",
+              file=sys.stderr)
         return 2
     except (OtapModelError, AdaptiveArrowError) as exc:
         print(f"{NAME}: {current}: {exc}", file=sys.stderr)

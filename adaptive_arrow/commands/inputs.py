@@ -64,6 +64,12 @@ class UnknownSignal(InputError):
     to do about it (encode has --signal, bench has none)."""
 
 
+class UnrecognisedRequest(InputError):
+    """No signal given, and the request reads as that of none: protobuf that parses cleanly as no
+    request type or as several, or an OTLP/JSON object naming no signal whose content does not read
+    as a request either. The command says what to do about it (encode has --signal, bench has none)."""
+
+
 @dataclass(frozen=True)
 class Request:
     """One export request of an input file, as bytes of its format."""
@@ -230,8 +236,12 @@ def to_bundle(request: Request, signal: str | None) -> OtapBundle:
             return _infer(data, where)
         return from_otlp(data, signal=signal)
     except ConversionError as exc:
-        if signal is None and fmt == "otlp-json" and _without_records(data):  # such as {}, as decode writes it
-            raise UnknownSignal(f"{where}: an empty request holds no records to tell its signal by") from None
+        if signal is None and fmt == "otlp-json" and _names_no_signal(data):
+            problem = _unnamed_problem(data)
+            if problem is None:  # such as {}, as decode writes it
+                raise UnknownSignal(f"{where}: an empty request holds no records to tell its signal by") from None
+            raise UnrecognisedRequest(f"{where}: the request names no signal (no resourceLogs, resourceSpans or "
+                                      f"resourceMetrics key) and does not read as an OTLP/JSON request ({problem})") from None
         held = _signal_held(request) if signal is not None else None
         if held is not None and held != signal:
             raise OtherSignal(f"{where}: the request holds {held}, not {signal}", held) from None
@@ -253,12 +263,25 @@ def _signal_held(request: Request) -> str | None:
         return None
 
 
-def _without_records(data: bytes) -> bool:
-    """An OTLP/JSON object that names no signal and holds no records of any."""
+def _names_no_signal(data: bytes) -> bool:
+    """An OTLP/JSON object without a resourceLogs, resourceSpans or resourceMetrics key (nor their
+    snake_case spellings), which the converter asks a signal for."""
+    from otap_model.otlp.json import named_signals
+
     try:
-        return from_otlp_json(data, signal="logs").num_rows == 0
-    except ConversionError:
+        return isinstance(json.loads(data), dict) and not named_signals(data)
+    except (ValueError, RecursionError):  # no JSON: the converter's own message says so
         return False
+
+
+def _unnamed_problem(data: bytes) -> ConversionError | None:
+    """Why an OTLP/JSON object naming no signal does not read as a request, or None when it reads
+    as one without records. Read as logs: without a root key the signal changes nothing."""
+    try:
+        from_otlp_json(data, signal="logs")
+    except ConversionError as exc:
+        return exc
+    return None
 
 
 def _infer(data: bytes, where: str) -> OtapBundle:
@@ -267,8 +290,12 @@ def _infer(data: bytes, where: str) -> OtapBundle:
     try:
         signal = infer_signal(data)
     except ConversionError:
+        message = f"{where}: not one Export{{Logs,Trace,Metrics}}ServiceRequest of a single signal"
         hint = _hint(data, "otlp-proto")
-        raise InputError(f"{where}: not one Export{{Logs,Trace,Metrics}}ServiceRequest of a single signal{hint}") from None
+        if hint:
+            raise InputError(message + hint) from None
+        raise UnrecognisedRequest(f"{message} (requests of several signals joined in one file read as none: give "
+                                  "each its own file)") from None
     return from_otlp(data, signal=signal)
 
 
