@@ -278,7 +278,7 @@ def test_generate_refuses_a_directory_of_an_earlier_run(tmp_path: Path, capsys: 
     code, _, err = _run(["generate", "--signal", "logs", "--count", "3", "--batch-size", "3", "--out", str(out), "--quiet"], capsys)
     assert code == 2
     assert err == (f"adaptive-arrow generate: --out {out} already holds 4 file(s) of an earlier run (logs-000000.pb ...); "
-                   "pass --overwrite to delete them first, or choose another directory\n")
+                   "pass --overwrite to replace them, or choose another directory\n")
     assert len(list(out.glob("logs-*.pb"))) == 4
     argv = ["generate", "--signal", "traces", "--count", "3", "--batch-size", "3", "--out", str(out), "--quiet", "--overwrite"]
     assert _run(argv, capsys)[0] == 0
@@ -392,7 +392,7 @@ def test_decode_refuses_a_directory_of_an_earlier_decode(tmp_path: Path, capsys:
     (out / "notes.txt").write_text("mine")
     code, _, err = _run(["decode", str(one), "--out", str(out)], capsys)
     assert (code, err) == (2, f"adaptive-arrow decode: --out {out} already holds 3 file(s) of an earlier run "
-                              "(000000.pb ...); pass --overwrite to delete them first, or choose another directory\n")
+                              "(000000.pb ...); pass --overwrite to replace them, or choose another directory\n")
     assert _run(["decode", str(one), "--out", str(out), "--overwrite"], capsys)[0] == 0
     assert sorted(p.name for p in out.iterdir()) == ["000000.pb", "notes.txt"]
 

@@ -49,7 +49,7 @@ def refusal(command: str, out: Path, pattern: re.Pattern[str], overwrite: bool) 
     old = earlier_run(out, pattern)
     if old and not overwrite:
         print(f"{command}: --out {out} already holds {len(old)} file(s) of an earlier run "
-              f"({old[0].name} ...); pass --overwrite to delete them first, or choose another directory",
+              f"({old[0].name} ...); pass --overwrite to replace them, or choose another directory",
               file=sys.stderr)
         return 2
     return None
