@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from quiver_store import QuiverStore, RecordBundle
-from quiver_store.errors import StoreClosedError
+from quiver_store.errors import QuiverError, StoreClosedError
 
 from .signal_windows import raise_before, run_before, run_on_a_thread
 
@@ -337,3 +337,61 @@ def test_a_signal_handler_closing_the_store_inside_close(tmp_path: Path, line: s
     assert [type(e) for e in raised] == ([SystemExit] if then == "exit" else [])
     assert store._closed
     assert stored(tmp_path / "s") == {0}
+
+
+@pytest.mark.parametrize(("function", "line"), [
+    ("resolve", "self.done.add(seq)"),  # the segment's partial entry removed, not yet done
+    ("advance", "self.mark = seq"),  # the segment taken out of the done set, the mark not yet over it
+])
+@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt])
+def test_an_ack_cut_short_mid_change_loses_no_earlier_ack(tmp_path: Path, function: str, line: str,
+                                                         exc: type[BaseException]) -> None:
+    """A signal handler's exception in the ack that completed a segment left the subscriber's state
+    torn (the segment neither partly nor fully resolved), and the close's checkpoint wrote that
+    state and replaced the log holding the segment's earlier acks: after the reopen the four
+    bundles whose ack() had returned were delivered again (the torture run's "acked bundles
+    delivered again", a run of bundles from a segment's start). Now the torn state is never
+    checkpointed nor used: later calls say to reopen, and the reopen replays the log."""
+    from quiver_store.subscriber.state import SubscriberState
+
+    from .signal_windows import raise_before
+
+    store = QuiverStore.open(tmp_path / "s")
+    sub = store.subscribe("a")
+    for i in range(5):
+        store.ingest(RecordBundle({0: pa.record_batch({"i": [i]})}))
+    store.flush()
+    acked: list[int] = []
+    raised: list[BaseException] = []
+    after: list[object] = []  # what a next() after the cut returns or raises
+
+    def ack_all() -> None:
+        for i in range(5):
+            delivery = sub.next(timeout=5)
+            assert delivery is not None
+            if i == 4:  # the last bundle of the segment: its ack resolves the whole segment
+                sys.settrace(raise_before(getattr(SubscriberState, function), line, exc))
+            try:
+                delivery.ack()
+                acked.append(delivery.bundle.slots[0]["i"][0].as_py())
+            except BaseException as caught:
+                raised.append(caught)
+            sys.settrace(None)
+        try:
+            after.append(sub.next(timeout=0))
+        except QuiverError as refused:
+            after.append(refused)
+
+    run_on_a_thread(ack_all)
+    assert [type(e) for e in raised] == [exc] and acked == [0, 1, 2, 3]
+    store.close()
+    with QuiverStore.open(tmp_path / "s") as reopened:
+        again = reopened.subscribe("a")
+        delivered = []
+        while (d := again.next(timeout=0)) is not None:
+            delivered.append(d.bundle.slots[0]["i"][0].as_py())
+            d.ack()
+    assert delivered in ([], [4])  # the cut ack may or may not be recorded; the four returned ones are
+    (refused,) = after  # and the torn state was not used: no delivery from it, a clear error
+    assert isinstance(refused, QuiverError) and re.search(
+        r"a change of the subscriber state was cut short \((SystemExit|KeyboardInterrupt)\).*reopen the store", str(refused))

@@ -3,6 +3,14 @@
 The registry is the only writer of the ack log. Every state change is applied under one lock in
 the same order it is appended to the log (so a checkpoint taken under that lock is exact), and
 `ack()` returns only after the group commit made its record durable.
+
+A change cut short by an exception (a signal handler's, which Python raises between any two
+bytecodes of the main thread: Ctrl-C, a SIGTERM handler's sys.exit) can leave the state in memory
+torn: an ack that completed a segment removed its partial entry before adding it to the done set,
+and a checkpoint written from that state (the close's) dropped the segment's earlier, durable
+acks with the log files it replaced, so they were delivered again after the reopen. So each change
+runs inside `_changing()`, and once one is cut short the registry takes no more calls and writes
+no checkpoint; the ack log, flushed at close, still holds every outcome, and the next open replays it.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -167,6 +176,7 @@ class SubscriberRegistry:
         self._waiting: dict[str, int] = {}  # threads blocked in next(), per subscriber
         self._progress_waiters = 0
         self._closed = False
+        self._torn: BaseException | None = None  # what cut a change short (`_changing`)
         self.forked_away: str | None = None
         self.calls = CallDepth()  # the store's, once it opened the registry (quiver_store/reentry.py)
         self.on_processed: Callable[[int], None] | None = None  # set by the hub: a segment became deletable
@@ -303,12 +313,14 @@ class SubscriberRegistry:
                     mark = self.catalog.max_seen
                 if self._next_id > log.MAX_SUB_ID:
                     raise QuiverError(f"subscribe({name!r}): every subscriber id was handed out ({log.MAX_SUB_ID + 1})")
-                sub = SubscriberState(name, self._next_id, mark, last_seen_ns=now)
-                self._next_id += 1
-                self._by_id[sub.sub_id] = sub
-            sub.orphaned = False
-            sub.last_seen_ns = now
-            lsn = self._append(log.encode_subscribe(sub.sub_id, sub.mark, now, name))
+            with self._changing():
+                if sub is None:
+                    sub = SubscriberState(name, self._next_id, mark, last_seen_ns=now)
+                    self._next_id += 1
+                    self._by_id[sub.sub_id] = sub
+                sub.orphaned = False
+                sub.last_seen_ns = now
+                lsn = self._append(log.encode_subscribe(sub.sub_id, sub.mark, now, name))
         self._log.commit(lsn)
         if created_latest:  # it is owed nothing retained: that may complete existing segments
             self._after_progress(list(self.catalog))
@@ -322,8 +334,9 @@ class SubscriberRegistry:
             sub = self._by_name(name)
             if sub is None:
                 raise QuiverError(f"unsubscribe: no subscriber named {name!r}")
-            del self._by_id[sub.sub_id]
-            lsn = self._append(log.encode_unsubscribe(sub.sub_id, self._wall()))
+            with self._changing():
+                del self._by_id[sub.sub_id]
+                lsn = self._append(log.encode_unsubscribe(sub.sub_id, self._wall()))
             self._cond.notify_all()
         self._log.commit(lsn)
         self._after_progress(list(self.catalog))
@@ -361,9 +374,10 @@ class SubscriberRegistry:
                 while True:
                     self._check()
                     sub = self._require(name)
-                    lsn = self._touch(sub) or lsn
                     now = self._clock()
-                    key = sub.next_delivery(now, self.catalog)
+                    with self._changing():
+                        lsn = self._touch(sub) or lsn
+                        key = sub.next_delivery(now, self.catalog)
                     if key is not None:
                         delivery = Delivery(self, name, sub.sub_id, key[0], key[1])
                         break
@@ -399,27 +413,28 @@ class SubscriberRegistry:
                 raise QuiverError(
                     f"subscriber {delivery.subscriber!r} was unsubscribed; the delivery cannot be settled"
                 )
-            lsn = self._touch(sub)
-            if seq not in self.catalog or (
-                outcome != "defer" and sub.is_resolved(seq, index) and key not in sub.in_flight
-            ):
-                sub.in_flight.discard(key)
-                self._cond.notify_all()
-                return False  # dropped by retention (or already resolved): nothing to record
-            now_ns = self._wall()
-            if outcome == Outcome.ACK:
-                sub.resolve(seq, index, self.catalog)
-                lsn = self._append(log.encode_outcome(sub.sub_id, seq, index, Outcome.ACK, now_ns))
-                processed = sub.segment_resolved(seq) and self._processed_locked(seq)
-                if self._progress_waiters:
+            with self._changing():
+                lsn = self._touch(sub)
+                if seq not in self.catalog or (
+                    outcome != "defer" and sub.is_resolved(seq, index) and key not in sub.in_flight
+                ):
+                    sub.in_flight.discard(key)
                     self._cond.notify_all()
-            elif outcome == Outcome.NACK:
-                sub.nack(key, self._clock(), self.config)
-                lsn = self._append(log.encode_outcome(sub.sub_id, seq, index, Outcome.NACK, now_ns))
-                self._cond.notify_all()
-            else:
-                sub.defer(key)
-                self._cond.notify_all()
+                    return False  # dropped by retention (or already resolved): nothing to record
+                now_ns = self._wall()
+                if outcome == Outcome.ACK:
+                    sub.resolve(seq, index, self.catalog)
+                    lsn = self._append(log.encode_outcome(sub.sub_id, seq, index, Outcome.ACK, now_ns))
+                    processed = sub.segment_resolved(seq) and self._processed_locked(seq)
+                    if self._progress_waiters:
+                        self._cond.notify_all()
+                elif outcome == Outcome.NACK:
+                    sub.nack(key, self._clock(), self.config)
+                    lsn = self._append(log.encode_outcome(sub.sub_id, seq, index, Outcome.NACK, now_ns))
+                    self._cond.notify_all()
+                else:
+                    sub.defer(key)
+                    self._cond.notify_all()
         if lsn is not None:
             self._log.commit(lsn)
         if processed:
@@ -466,8 +481,9 @@ class SubscriberRegistry:
                     f"segment sequence {ref.seq} was already used (highest seen {self.catalog.max_seen}); "
                     "reusing it would hide new data from subscribers"
                 )
-            self._paths[ref.seq] = ref.path
-            self._add_segment_locked(ref)
+            with self._changing():
+                self._paths[ref.seq] = ref.path
+                self._add_segment_locked(ref)
             self._cond.notify_all()
         if ref.bundle_count == 0:
             self._after_progress([ref.seq])
@@ -497,7 +513,8 @@ class SubscriberRegistry:
         """
         with self._lock:
             self._check()
-            dropped = self._drop_locked(seq, self._wall())
+            with self._changing():
+                dropped = self._drop_locked(seq, self._wall())
         self._log.commit()
         return dropped
 
@@ -516,7 +533,7 @@ class SubscriberRegistry:
 
     def forget_segment(self, seq: int, reason: str = "") -> None:
         """The segment file was deleted (retention's `reason`): stop tracking it and close its reader."""
-        with self._lock:
+        with self._lock, self._changing():
             self._forget_locked(seq)
             if reason:
                 self._deleted_why[seq] = reason
@@ -563,13 +580,14 @@ class SubscriberRegistry:
             if self._closed:
                 return []
             now = self._wall()
-            for sub in self._by_id.values():
-                if sub.orphaned or self._waiting.get(sub.name, 0) or now - sub.last_seen_ns <= limit:
-                    continue
-                sub.orphaned = True
-                self._append(log.encode_orphaned(sub.sub_id, now))
-                self.counters["orphaned_total"] += 1
-                newly.append(sub.name)
+            with self._changing():
+                for sub in self._by_id.values():
+                    if sub.orphaned or self._waiting.get(sub.name, 0) or now - sub.last_seen_ns <= limit:
+                        continue
+                    sub.orphaned = True
+                    self._append(log.encode_orphaned(sub.sub_id, now))
+                    self.counters["orphaned_total"] += 1
+                    newly.append(sub.name)
         if newly:
             self._log.commit()
             self._after_progress(list(self.catalog))
@@ -589,9 +607,10 @@ class SubscriberRegistry:
         return False
 
     def checkpoint(self) -> bool:
-        """Snapshot every subscriber into ack.checkpoint and rotate the log (bounds replay time)."""
+        """Snapshot every subscriber into ack.checkpoint and rotate the log (bounds replay time);
+        never from a torn state (`_changing`): the log it would replace is then the only truth."""
         with self._lock:
-            if self._closed or self._depth == 0:
+            if self._closed or self._depth == 0 or self._torn is not None:
                 return False
             self._log.checkpoint(
                 lambda gen, off: log.encode_checkpoint(
@@ -655,6 +674,23 @@ class SubscriberRegistry:
             raise QuiverError(self.forked_away)
         if self._closed:
             raise StoreClosedError("the store is closed; subscriptions ended")
+        if self._torn is not None:
+            cause = type(self._torn).__name__ + (f": {self._torn}" if str(self._torn) else "")
+            raise QuiverError(
+                f"a change of the subscriber state was cut short ({cause}), so the state in memory may be torn; "
+                "the outcomes recorded before it are in the ack log: reopen the store"
+            )
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Wrap a change of the state a checkpoint records (holding the lock): an exception that
+        leaves it marks the state torn, so it is never checkpointed or used again."""
+        try:
+            yield
+        except BaseException as exc:
+            if self._torn is None:
+                self._torn = exc
+            raise
 
     def abandon(self) -> None:
         """Stop as a crash would: no flush of buffered records, no checkpoint (test support)."""
