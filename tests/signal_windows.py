@@ -13,7 +13,7 @@ import inspect
 import itertools
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -115,3 +115,135 @@ def raise_at_check(index: int, files: tuple[str, ...], exc: type[BaseException] 
 
     trace.fired_in = lambda: fired[0] if fired else None  # type: ignore[attr-defined]
     return trace
+
+
+RETURN_VALUE = dis.opmap["RETURN_VALUE"]
+RESUME = dis.opmap["RESUME"]
+
+
+def _handler_of(code: Any, offset: int) -> Any:
+    """The exception-table entry that handles an exception raised at `offset` (None: none)."""
+    for entry in dis._parse_exception_table(code):  # type: ignore[attr-defined]
+        if entry.start <= offset < entry.end:
+            return entry.target, entry.depth, entry.lasti
+    return None
+
+
+@functools.cache
+def _loop_checks(code: Any) -> frozenset[int]:
+    """The JUMP_BACKWARDs of `code` before which an exception is handled as CPython handles the
+    one its eval breaker raises after the jump (at the code unit before the jump's target)."""
+    return frozenset(
+        ins.offset for ins in dis.get_instructions(code)
+        if ins.opname == "JUMP_BACKWARD" and _handler_of(code, ins.offset) == _handler_of(code, ins.argval - 2)
+    )
+
+
+class SignalsAt:
+    """Runs `handler` where CPython 3.11 would run a signal handler in the calling thread's frames
+    of code for which `traced(code)` holds: at the `at[0]`-th such point (counting from 0), then
+    at the `at[1]`-th point after that one, and so on (a signal sent twice); an entry of `at` may
+    instead be a predicate on (frame, kind of point) that picks its point. Install it on the
+    thread that makes the calls (`install()`; per thread, like sys.settrace).
+
+    The points are the ones where CPython checks its eval breaker: a function's start and a
+    generator's resumption (RESUME; not a throw() into it), the end of a call into C (a profile
+    "c_return"), and a backward jump (a trace "opcode" event before it, where the exception
+    table handles an exception there as it handles one after the jump). A handler's exception
+    after a C call is raised by the call, as CPython raises it (`raise_at_check` raises it at
+    the next instruction, which after the last call of a `with` or `try` body lies outside the
+    block: a lock released by the `with` stays held there, which no signal can do). The end of a
+    call of Python code counts too (a profile "return"; raised as the callee's exception, so the
+    caller's handler is the call's): CPython checks there only when the call went through C (a
+    class, `__exit__` ...), so this over-approximates, as a handler running at the callee's end.
+
+    The handler runs traced (sys.call_tracing), as a real handler's Python code is: a second
+    signal can land inside it (in the close() a SIGTERM handler makes). When it raises, CPython
+    drops the trace or profile function that called it; the other one puts both back at its next
+    event. `fired` lists where the handler ran: (function, file, line, kind of point)."""
+
+    def __init__(
+        self, handler: Callable[[], None], at: Sequence[int | Callable[[Any, str], bool]], traced: Callable[[Any], bool]
+    ) -> None:
+        self.handler = handler
+        self._gaps = list(at)
+        self.traced = traced
+        self.seen = 0  # points since the start or since the handler last ran
+        self.total = 0  # every point passed
+        self.fired: list[tuple[str, str, int, str]] = []
+        self._rearm = False
+
+    def install(self) -> None:
+        sys.settrace(self._trace)
+        sys.setprofile(self._profile)
+
+    def uninstall(self) -> None:
+        sys.settrace(None)
+        sys.setprofile(None)
+
+    def _point(self, frame: Any, kind: str) -> None:
+        self.total += 1
+        target = self._gaps[0] if self._gaps else None
+        if target is None or (not target(frame, kind) if callable(target) else self.seen != target):
+            self.seen += 1
+            return
+        del self._gaps[0]
+        self.seen = 0
+        code = frame.f_code
+        self.fired.append((code.co_qualname, code.co_filename.rsplit("/", 1)[-1], frame.f_lineno, kind))
+        try:
+            sys.call_tracing(self.handler, ())
+        except BaseException:
+            self._rearm = True
+            raise
+
+    def _put_back(self, frame: Any) -> None:
+        self._rearm = False
+        self.install()
+        while frame is not None:
+            if self.traced(frame.f_code) and _loop_checks(frame.f_code):
+                frame.f_trace, frame.f_trace_lines, frame.f_trace_opcodes = self._local, False, True
+            frame = frame.f_back
+
+    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
+        if self._rearm:
+            self._put_back(frame)
+        if not self.traced(frame.f_code) or not _loop_checks(frame.f_code):
+            return None
+        frame.f_trace_lines, frame.f_trace_opcodes = False, True
+        return self._local
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if self._rearm:
+            self._put_back(frame)
+        if event == "opcode" and frame.f_lasti in _loop_checks(frame.f_code):
+            self._point(frame, "loop")
+        return self._local
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if self._rearm:
+            self._put_back(frame)
+        code = frame.f_code
+        if event == "c_return":
+            if self.traced(code):
+                self._point(frame, "after a C call")
+        elif event == "call":
+            if self.traced(code) and code.co_code[frame.f_lasti] == RESUME and code.co_code[frame.f_lasti + 1] < 2:
+                self._point(frame, "entry")
+        elif event == "return" and self._returns_to_traced(frame):
+            self._point(frame.f_back, "after a call")
+
+    def _returns_to_traced(self, frame: Any) -> bool:
+        """A traced frame returns to a traced caller: not a generator's yield, nor a frame left by an
+        exception, nor an untraced callee (a weakref callback that ran during a call, say)."""
+        code, back = frame.f_code, frame.f_back
+        return self.traced(code) and code.co_code[frame.f_lasti] == RETURN_VALUE and back is not None and self.traced(back.f_code)
+
+
+def point_at(function: Callable[..., Any], line_text: str, kind: str) -> Callable[[Any, str], bool]:
+    """For SignalsAt's `at`: the first point of `kind` ("entry", "after a C call", "after a call",
+    "loop") on the first line of `function` containing `line_text`."""
+    lines, first = inspect.getsourcelines(function)
+    target = first + next(i for i, text in enumerate(lines) if line_text in text)
+    code = function.__code__
+    return lambda frame, seen: frame.f_code is code and frame.f_lineno == target and seen == kind
