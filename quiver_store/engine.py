@@ -374,13 +374,18 @@ class QuiverStore:
         self._release_lock()
 
     def _release_lock(self) -> None:
+        # Each descriptor is taken out of the store before it is let go: a signal handler's exception
+        # landing after the close must not leave its number for a second close (EBADF, or another
+        # file's descriptor by then). Closing it releases its lock too, should the unlock be cut.
         if self._lock_fd >= 0:
-            self.fs.unlock(self._lock_fd)
-            self.fs.close(self._lock_fd)
-            self._lock_fd = -1
+            fd, self._lock_fd = self._lock_fd, -1
+            try:
+                self.fs.unlock(fd)
+            finally:
+                self.fs.close(fd)
         if self._dir_lock_fd >= 0:
-            self.fs.unlock_directory(self._dir_lock_fd)
-            self._dir_lock_fd = -1
+            fd, self._dir_lock_fd = self._dir_lock_fd, -1
+            self.fs.unlock_directory(fd)
 
     def _recover(self) -> None:
         fs, cfg = self.fs, self.config

@@ -463,8 +463,8 @@ class AckLog:
                 self.fs.fdatasync(self._fd)
             old_gen = self.generation
             rotated = os.path.join(self.directory, f"{LOG_NAME}.{old_gen}")
-            self.fs.close(self._fd)
-            self._fd = -1  # until the new file exists: a failure here must not leave a stale fd behind
+            fd, self._fd = self._fd, -1  # until the new file exists: a failure here must not leave a stale fd behind
+            self.fs.close(fd)
             self.fs.rename(self.path, rotated)
             self._fd = _create(self.fs, self.directory, old_gen + 1)
             self.generation = old_gen + 1

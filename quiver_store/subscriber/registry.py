@@ -28,7 +28,7 @@ from ..bundle import RecordBundle
 from ..config import SubscriberConfig
 from ..errors import CorruptionError, QuiverError, StoreClosedError
 from ..fs import DEFAULT_FS, FileSystem
-from ..reentry import CLOSE_CHECK, CallDepth
+from ..reentry import CLOSE_CHECK, CallDepth, run_noting_failure
 from . import ack_log as log
 from .state import Key, Outcome, SegmentCatalog, SubscriberState
 from .subscription import Delivery, Subscription
@@ -705,15 +705,21 @@ class SubscriberRegistry:
             return
         try:
             self.checkpoint()
-        finally:
-            with self._lock:
-                self._closed = True
-                self._cond.notify_all()
-            with self._readers_lock:
-                for reader in self._readers.values():
-                    reader.close()
-                self._readers.clear()
-            self._log.close()
+        except BaseException as leaving:  # (a signal handler's exit, Ctrl-C): closing the rest must not replace it
+            run_noting_failure(self._shut, leaving, "then closing the ack log failed")
+            raise
+        self._shut()
+
+    def _shut(self) -> None:
+        """Closed either way: blocked subscribers wake, readers and the log are closed."""
+        with self._lock:
+            self._closed = True
+            self._cond.notify_all()
+        with self._readers_lock:
+            for reader in self._readers.values():
+                reader.close()
+            self._readers.clear()
+        self._log.close()
 
 
 def read_offline(directory: str, *, fs: FileSystem = DEFAULT_FS) -> RebuiltState:

@@ -307,8 +307,8 @@ class WalWriter:
             self.fs.truncate(self.fd, self.size)
             self.file_end = self.size
         self.fs.fdatasync(self.fd)
-        self.fs.close(self.fd)
-        self.fd = -1
+        fd, self.fd = self.fd, -1
+        self.fs.close(fd)
         gen = self.generation
         self.fs.rename(os.path.join(self.wal_dir, ACTIVE), os.path.join(self.wal_dir, chunk_name(gen)))
         self.chunks[gen] = self.size
@@ -411,5 +411,5 @@ class WalWriter:
             self._preallocator.stop()
         with self.lock:
             if self.fd >= 0:
-                self.fs.close(self.fd)
-                self.fd = -1
+                fd, self.fd = self.fd, -1
+                self.fs.close(fd)
