@@ -437,7 +437,6 @@ def delivered_after_reopen(path: Path) -> list[int]:
     return got
 
 
-@pytest.mark.xfail(strict=True, reason="open: a torn subscriber state is checkpointed (the fix on branch s26-sweep-fix awaits review)")
 def test_a_signal_inside_the_state_change_of_a_segments_last_ack_undoes_none_of_its_acks(tmp_path: Path) -> None:
     """The torture's "acked bundles delivered again: [7675, ..., 7684]" (a whole segment's acks
     from its first bundle on). The last ack of a segment moves the subscriber's mark over it
