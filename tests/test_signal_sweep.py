@@ -556,6 +556,47 @@ def test_a_signal_right_after_the_close_closed_a_descriptor_leaves_the_store_clo
         assert [value(b) for _, _, b in again.bundles()] == [0]
 
 
+def test_a_signal_right_after_the_subscriber_hub_claimed_its_close_still_wakes_a_blocked_subscriber(tmp_path: Path) -> None:
+    """SubscriberHub.close claimed the close (`_closed = True` in a `with` block), then returned
+    True to the work; a handler's exit between the two skipped the registry's close, and every
+    close after it found the hub closed already. A subscriber blocked in next() on another thread
+    (the torture's "ingest+subscriber" writer) then never woke: a hang at the interpreter's exit,
+    which waits for that thread. (The sweep's exporter has no such thread; found by reading.)"""
+    from quiver_store.subscriber.hub import SubscriberHub
+
+    store = QuiverStore.open(tmp_path / "s")
+    sub = store.subscribe("a")
+    ended = threading.Event()
+
+    def consume() -> None:
+        with contextlib.suppress(StoreClosedError):
+            for delivery in sub:  # ends when the store closes
+                delivery.ack()
+        ended.set()
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    store.ingest(bundle(0))
+    raised: list[BaseException] = []
+
+    def close_in_a_with_block() -> None:
+        signals = SignalsAt(exit_handler(store), [point_at(SubscriberHub._mark_closed, "with self._close_lock:", "after a C call")],
+                            lambda code: code.co_filename.startswith(STORE_FILES))
+        signals.install()
+        try:
+            with store:
+                store.close()  # the handler's close, cut; then the `with` block's
+        except BaseException as exc:
+            raised.append(exc)
+        finally:
+            signals.uninstall()
+        assert signals.fired
+
+    run_on_a_thread(close_in_a_with_block)
+    assert [type(e) for e in raised] == [SystemExit] and store._closed
+    assert ended.wait(5.0), "the subscriber blocked in next() never woke"
+
+
 def test_a_signal_right_after_a_wal_rotation_closed_the_old_file_leaves_the_store_closed(tmp_path: Path) -> None:
     """The rotation closed the active WAL file, then set its descriptor to -1: cut between the two
     (an ingest on the main thread rotates), the close closed the number again."""

@@ -160,12 +160,15 @@ class SubscriberHub:
         return self.registry.describe()
 
     def close(self) -> None:
-        """Stop retention, flush + checkpoint the ack log (acks are never lost on a clean close)."""
-        if self._mark_closed():
-            try:
+        """Stop retention, flush + checkpoint the ack log (acks are never lost on a clean close).
+        Every call closes the registry (the second time it does nothing): a signal handler's exit
+        landing right after the claim used to leave it open for good, and a subscriber blocked in
+        next() on another thread never woke (the process hung at its exit)."""
+        try:
+            if self._mark_closed():
                 self._stop_retention()
-            finally:  # even when Ctrl-C cut the wait for the thread: blocked subscribers must wake
-                self.registry.close()
+        finally:  # even when Ctrl-C cut the claim or the wait for the thread: blocked subscribers must wake
+            self.registry.close()
 
     def abandon(self) -> None:
         """Test support (a crash): stop without a final checkpoint; acks already returned are durable."""
