@@ -480,21 +480,28 @@ def ack_next(sub: Any) -> None:
     delivery.ack()
 
 
+def under_signals(store: QuiverStore, points: list[Callable[[Any, str], bool]], call: Callable[[], object],
+                  raised: list[BaseException]) -> list[Any]:
+    """`call()` on this thread with the SIGTERM handler run at each of `points` in the store's code;
+    what it raised goes into `raised`; returns where the handler ran."""
+    signals = SignalsAt(exit_handler(store), points, lambda code: code.co_filename.startswith(STORE_FILES))
+    signals.install()
+    try:
+        call()
+    except BaseException as exc:
+        raised.append(exc)
+    finally:
+        signals.uninstall()
+    return list(signals.fired)
+
+
 def close_with_the_handler_at(store: QuiverStore, point: Callable[[Any, str], bool]) -> list[BaseException]:
     """close() on a thread (as the `with` block's exit does), the SIGTERM handler run at `point`;
     returns what close() raised."""
     raised: list[BaseException] = []
 
     def close() -> None:
-        signals = SignalsAt(exit_handler(store), [point], lambda code: code.co_filename.startswith(STORE_FILES))
-        signals.install()
-        try:
-            store.close()
-        except BaseException as exc:
-            raised.append(exc)
-        finally:
-            signals.uninstall()
-        assert signals.fired, "the point was never reached"
+        assert under_signals(store, [point], store.close, raised), "the point was never reached"
 
     run_on_a_thread(close)
     return raised
@@ -650,16 +657,9 @@ def test_a_second_sigterm_between_a_cut_ack_and_its_deferred_close_still_exits(t
     def ack_twice_interrupted() -> None:
         delivery = sub.next(timeout=5)
         assert delivery is not None
-        signals = SignalsAt(exit_handler(store), [cut_write, point_at(CallDepth._run_deferred, "def _run_deferred", "entry")],
-                            lambda code: code.co_filename.startswith(STORE_FILES))
-        signals.install()
-        try:
-            delivery.ack()
-        except BaseException as exc:
-            raised.append(exc)
-        finally:
-            signals.uninstall()
-        assert len(signals.fired) == 2, signals.fired
+        fired = under_signals(store, [cut_write, point_at(CallDepth._run_deferred, "def _run_deferred", "entry")],
+                              delivery.ack, raised)
+        assert len(fired) == 2, fired
 
     run_on_a_thread(ack_twice_interrupted)
     assert store._closed and delivered_after_reopen(tmp_path / "s") in ([], [0])
