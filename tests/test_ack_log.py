@@ -256,6 +256,38 @@ def test_acks_are_flushed_on_clean_close(tmp_path):
     reg.close()
 
 
+@pytest.mark.parametrize("failure", [OSError(5, "Input/output error"), KeyboardInterrupt()], ids=["disk", "cut"])
+def test_close_reports_a_disk_failure_of_the_log_again_but_not_a_write_a_signal_cut(tmp_path, failure):
+    """A failed fdatasync may have met only a background checkpoint, so the close raises it again.
+    A write cut by a signal handler's exception was reported by that exception, which left the
+    call it cut: the close (a second SIGTERM handler's, say) ends quietly, writes no checkpoint
+    and keeps the log files, and the reopen replays them."""
+
+    class FailingSync(FileSystem):
+        armed = False
+
+        def fdatasync(self, fd):
+            if FailingSync.armed:
+                raise failure
+            super().fdatasync(fd)
+
+    reg = open_registry(tmp_path, [(0, 3)], fs=FailingSync())
+    reg.subscribe("exp")
+    reg.next_delivery("exp", 0).ack()
+    FailingSync.armed = True
+    with pytest.raises(QuiverError if isinstance(failure, OSError) else KeyboardInterrupt):
+        reg.next_delivery("exp", 0).ack()
+    if isinstance(failure, OSError):
+        with pytest.raises(QuiverError, match="failed earlier .*Input/output error"):
+            reg.close()
+    else:
+        reg.close()
+        assert not os.path.exists(tmp_path / log.CHECKPOINT_NAME)
+    FailingSync.armed = False
+    (sub,) = read_offline(str(tmp_path)).subscribers.values()
+    assert sub.partial[0] in ({0}, {0, 1})  # the failed ack's record was written, its sync unknown
+
+
 def test_a_commit_of_records_close_made_durable_returns(tmp_path):
     """Before, commit checked for a closed log first: an ack() whose record the store's close()
     had already flushed raised StoreClosedError, though reopening replays it (seen in the soak

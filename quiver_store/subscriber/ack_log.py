@@ -265,6 +265,7 @@ class AckLog:
         self._durable = 0
         self._flusher = 0  # ident of the thread writing (commit leader or checkpoint); 0: none
         self._failed: BaseException | None = None
+        self._cut_short = False  # _failed was an exception a signal handler raised into a write
         self._closed = False
         self.commits = 0  # fdatasync calls (group commits)
 
@@ -399,7 +400,9 @@ class AckLog:
         if self._flusher != threading.get_ident():
             self._cond.wait()
         else:
-            self._poison_locked(QuiverError("a write of this thread was cut short by an exception a signal handler raised"))
+            self._poison_locked(
+                QuiverError("a write of this thread was cut short by an exception a signal handler raised"), cut_short=True
+            )
 
     def _write(self, data: bytes) -> None:
         if data:
@@ -410,11 +413,13 @@ class AckLog:
 
     def _poison(self, exc: BaseException) -> None:
         with self._lock:
-            self._poison_locked(exc)
+            self._poison_locked(exc, cut_short=not isinstance(exc, Exception))
 
-    def _poison_locked(self, exc: BaseException) -> None:
-        """Called holding the lock: the log takes no more records; waiters wake to the error."""
+    def _poison_locked(self, exc: BaseException, *, cut_short: bool) -> None:
+        """Called holding the lock: the log takes no more records; waiters wake to the error.
+        `cut_short`: `exc` is a signal handler's exception (Ctrl-C, sys.exit()), not a disk error."""
         self._failed = exc
+        self._cut_short = cut_short
         self._flusher = 0
         self._cond.notify_all()
 
@@ -434,6 +439,15 @@ class AckLog:
     def stopped(self) -> bool:
         """Closed, or poisoned by a failed (or interrupted) write: it takes no more records."""
         return self._closed or self._failed is not None
+
+    @property
+    def cut_short(self) -> bool:
+        """Stopped because a signal handler's exception (Ctrl-C, a handler's sys.exit()) cut a
+        write short, not by a disk error. That exception left the call it cut, so the failure
+        has been reported, and every record whose call returned is durable (or, without sync,
+        written): the reopen replays the log and cuts the torn tail. A disk error is different:
+        it may have met only a background checkpoint, so closing reports it again."""
+        return self._failed is not None and self._cut_short
 
     @property
     def size(self) -> int:

@@ -608,9 +608,12 @@ class SubscriberRegistry:
 
     def checkpoint(self) -> bool:
         """Snapshot every subscriber into ack.checkpoint and rotate the log (bounds replay time);
-        never from a torn state (`_changing`): the log it would replace is then the only truth."""
+        never from a torn state (`_changing`): the log it would replace is then the only truth.
+        Nor after a signal handler's exception cut a write of the log short (`AckLog.cut_short`):
+        the reopen replays the log, and a close() made by a second handler does not raise the
+        first one's cut again in place of its exit."""
         with self._lock:
-            if self._closed or self._depth == 0 or self._torn is not None:
+            if self._closed or self._depth == 0 or self._torn is not None or self._log.cut_short:
                 return False
             self._log.checkpoint(
                 lambda gen, off: log.encode_checkpoint(
