@@ -1066,8 +1066,9 @@ class QuiverStore:
         self._hub.retention.closed = True  # an ingest waiting for space at the size cap gives up now
         self._wait_for_ingests()
         try:
-            self.finalize_now("close")
-            self._give_back_reserved_numbers()
+            if not self._stopping:  # else a close cut short inside its shutdown got past its finalize
+                self.finalize_now("close")
+                self._give_back_reserved_numbers()
         except BaseException as exc:  # the data stays in the WAL and is replayed on the next open
             error = exc
         try:

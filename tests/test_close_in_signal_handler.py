@@ -279,6 +279,7 @@ def test_a_signal_before_the_commit_leader_takes_its_lock_back_leaves_as_itself(
 @pytest.mark.parametrize(("function", "line"), [
     ("close", "self._closer = threading.get_ident()"), ("close", "self._close()"),
     ("_close", "self._wait_for_ingests()"), ("_close", "self._shutdown()"),
+    ("_shutdown", "self._applier.join()"), ("_shutdown", "self._wal.close()"),
 ])
 @pytest.mark.parametrize("closer", ["same thread", "another thread"])
 def test_a_close_cut_short_is_done_by_the_next_close(tmp_path: Path, function: str, line: str, closer: str) -> None:
@@ -287,7 +288,9 @@ def test_a_close_cut_short_is_done_by_the_next_close(tmp_path: Path, function: s
     and one from the same thread returned at once with the store still open (its lock held). Now
     the claim is handed back, and the next close() closes the store, also when the first one got
     part of the way (its own steps outside their error handling: waiting for ingests, shutting
-    down the threads)."""
+    down the threads). Cut inside the shutdown, after the store stopped taking calls, the next
+    close used to try the finalize again and raise "closed without finalizing its open segment
+    (kept in the WAL): store ... is closed" though the first had finalized it."""
     store = QuiverStore.open(tmp_path / "s")
     store.ingest(RecordBundle({0: pa.record_batch({"i": [0]})}))
     raised: list[BaseException] = []
