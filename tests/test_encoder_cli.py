@@ -223,6 +223,39 @@ def test_wrong_signal_says_which_signal_the_file_holds(tmp_path: Path, capsys: p
                    "requests separately (an OTAP envelope file holds one signal)\n")
 
 
+def test_logs_given_as_traces_are_refused_not_read_as_spans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Log records with a time, a severity text and a body were read as spans (all-zero ids, the
+    serialized body as the name) and encoded with exit status 0: alone, as the first frame of a
+    length-prefixed file, and as a logs request joined to a traces one."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from otap_model.otlp.json import otlp_json_to_message
+
+    request = ExportLogsServiceRequest()
+    scope_logs = request.resource_logs.add().scope_logs.add()
+    for i in range(2):
+        scope_logs.log_records.add(time_unix_nano=1_700_000_000_000_000_000 + i, severity_text="INFO").body.string_value = "hi"
+    logs = request.SerializeToString()
+    traces = otlp_json_to_message((DATA / "trace.json").read_text(), "traces").SerializeToString()
+    single, framed, joined = tmp_path / "logs.pb", tmp_path / "framed.pb", tmp_path / "joined.pb"
+    single.write_bytes(logs)
+    framed.write_bytes(_framed([logs, traces]))
+    joined.write_bytes(logs + traces)
+    out = tmp_path / "o.otap"
+    for path, where in ((single, f"{single} (read as OTLP protobuf)"),
+                        (framed, f"{framed} message 1 (read as OTLP protobuf, length-prefixed)")):
+        code, _, err = _run(["encode", str(path), "--signal", "traces", "--out", str(out)], capsys)
+        assert (code, err) == (2, f"adaptive-arrow encode: {where}: the request holds logs, not traces (--signal traces); "
+                                  "pass --signal logs if every request holds logs, else encode each signal's requests "
+                                  "separately (an OTAP envelope file holds one signal)\n")
+    code, _, err = _run(["encode", str(joined), "--signal", "traces", "--out", str(out)], capsys)
+    assert (code, err) == (2, f"adaptive-arrow encode: {joined} (read as OTLP protobuf): resource_spans[0].scope_spans[0]"
+                              ".spans[0].trace_id: protobuf wire type 1 (64-bit), but the field is declared as a string "
+                              "or bytes (wire type 2) (at byte 7)\n")
+    assert not out.exists()
+    assert _run(["encode", str(single), "--signal", "logs", "--out", str(out), "--quiet"], capsys)[0] == 0
+
+
 def test_out_that_is_an_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inputs = _requests(tmp_path, "logs.json", 2)
     before = inputs[1].read_bytes()

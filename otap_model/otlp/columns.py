@@ -15,10 +15,13 @@ import pyarrow as pa
 from ..errors import ConversionError
 from . import anyvalue as av
 from .wire import (
+    DECLARED,
+    ERR_MISTYPED,
     ERROR_TEXT,
     MAX_FIELD,
     N_TYPES,
     REP_MSG,
+    WIRE_TYPE_NAMES,
     Scan,
     T,
     gather,
@@ -308,7 +311,7 @@ for _field, _code in av.TYPE_OF_FIELD.items():
 def raise_scan_error(scan: Scan, signal: str) -> None:
     """Turn the scanner's error record into a ConversionError naming the field path."""
     assert scan.error is not None
-    code, offset, node, field = scan.error
+    code, offset, node, field, wire_type = scan.error
     tokens = Tokens(scan, signal)
     path = tokens.node_path(node)
     t = T(int(scan.node_type[node]))
@@ -321,7 +324,11 @@ def raise_scan_error(scan: Scan, signal: str) -> None:
             path += f"[{index}]"
     elif field:
         path = Tokens._join(path, f"<field {field}>")
-    raise ConversionError(f"{ERROR_TEXT[code]} (at byte {offset})", path or "<request>")
+    text = ERROR_TEXT[code]
+    if code == ERR_MISTYPED:
+        declared = DECLARED[known[field].kind]
+        text = text.format(wire_type=f"{wire_type} ({WIRE_TYPE_NAMES[wire_type]})", declared=declared)
+    raise ConversionError(f"{text} (at byte {offset})", path or "<request>")
 
 
 def _token_of(rows: np.ndarray, idx: np.ndarray, row: int) -> int:

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 # Field kinds of the scanner's schema table.
-IGNORE = 0  # unknown field or one OTAP has no column for: skipped like an unknown field
+IGNORE = 0  # a field number the schema does not list (unknown to this OTLP version, or reserved): skipped
 MSG = 1  # singular embedded message (a repeat merges into the same node, as protobuf does)
 REP_MSG = 2  # repeated embedded message
 VARINT = 3
@@ -34,6 +34,24 @@ REP_FIXED64 = 7  # repeated fixed64 / double, packed or not
 REP_VARINT = 8  # repeated varint, packed or not
 REJECT = 9  # a field OTAP cannot represent: conversion fails rather than losing it
 
+# The wire types each kind accepts, bit w for wire type w. A listed field of another wire type is an
+# error, not skipped as protobuf parsers do: that is how another signal's request (whose fields share
+# these numbers) shows itself. Repeated scalars are packed (2) or not; unknown fields may have any
+# proto3 wire type (groups, 3 and 4, are not read).
+_PROTO3_WIRE_TYPES = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 5
+_ACCEPTS = {
+    IGNORE: _PROTO3_WIRE_TYPES,
+    MSG: 1 << 2,
+    REP_MSG: 1 << 2,
+    VARINT: 1 << 0,
+    FIXED64: 1 << 1,
+    FIXED32: 1 << 5,
+    LEN: 1 << 2,
+    REP_FIXED64: 1 << 1 | 1 << 2,
+    REP_VARINT: 1 << 0 | 1 << 2,
+    REJECT: 0,
+}
+WIRE_TYPES_OF_KIND = np.array([_ACCEPTS[kind] for kind in range(len(_ACCEPTS))], np.uint8)
 
 MAX_FIELD = 32
 MAX_DEPTH = 16
@@ -347,7 +365,8 @@ def schema_arrays(signal: str) -> tuple[np.ndarray, np.ndarray]:
     return kinds, children
 
 
-# Scanner error codes (err[0]); err[1] = byte offset, err[2] = node, err[3] = field number.
+# Scanner error codes (err[0]); err[1] = byte offset, err[2] = node, err[3] = field number,
+# err[4] = wire type (ERR_MISTYPED).
 ERR_TRUNCATED = 1
 ERR_LENGTH = 2
 ERR_WIRE_TYPE = 3
@@ -356,6 +375,7 @@ ERR_DEPTH = 5
 ERR_PACKED = 6
 ERR_REJECTED = 7
 ERR_VARINT = 8
+ERR_MISTYPED = 9
 
 ERROR_TEXT = {
     ERR_TRUNCATED: "truncated protobuf: a value runs past the end of its message",
@@ -366,6 +386,19 @@ ERROR_TEXT = {
     ERR_PACKED: "packed fixed64 field length is not a multiple of 8",
     ERR_REJECTED: "field has no OTAP column and cannot be converted without loss",
     ERR_VARINT: "malformed varint (more than 10 bytes)",
+    ERR_MISTYPED: "protobuf wire type {wire_type}, but the field is declared as {declared}",
+}
+
+WIRE_TYPE_NAMES = {0: "varint", 1: "64-bit", 2: "length-delimited", 5: "32-bit"}
+DECLARED = {
+    MSG: "a message (wire type 2)",
+    REP_MSG: "a message (wire type 2)",
+    VARINT: "a varint (wire type 0)",
+    FIXED64: "a fixed64 or double (wire type 1)",
+    FIXED32: "a fixed32 (wire type 5)",
+    LEN: "a string or bytes (wire type 2)",
+    REP_FIXED64: "a repeated fixed64 or double (wire type 1, or 2 when packed)",
+    REP_VARINT: "a repeated varint (wire type 0, or 2 when packed)",
 }
 
 
@@ -432,8 +465,14 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
             err[2] = node
             return nn, nt
         kind = kinds[t, field] if field < MAX_FIELD else 0
-        if kind == REJECT:
-            err[0] = ERR_REJECTED
+        if not (WIRE_TYPES_OF_KIND[kind] >> wt) & 1:
+            if kind == REJECT:
+                err[0] = ERR_REJECTED
+            elif kind == IGNORE or not (_PROTO3_WIRE_TYPES >> wt) & 1:
+                err[0] = ERR_WIRE_TYPE
+            else:
+                err[0] = ERR_MISTYPED
+                err[4] = wt
             err[1] = pos
             err[2] = node
             err[3] = field
@@ -469,7 +508,7 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
                     err[3] = field
                     return nn, nt
                 length = np.int64(value)
-        elif wt == 1 or wt == 5:
+        else:  # 1 or 5, the wire types the check above leaves
             width = 8 if wt == 1 else 4
             if pos + width > end:
                 err[0] = ERR_TRUNCATED
@@ -480,14 +519,8 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
             for i in range(width):
                 value |= np.uint64(data[pos + i]) << np.uint64(8 * i)
             pos += width
-        else:
-            err[0] = ERR_WIRE_TYPE
-            err[1] = pos
-            err[2] = node
-            err[3] = field
-            return nn, nt
         key = t * MAX_FIELD + field
-        if kind in (MSG, REP_MSG) and wt == 2:
+        if kind in (MSG, REP_MSG):  # wire type 2, checked above
             child = -1
             if kind == MSG:
                 child = last_child[depth, field]
@@ -518,22 +551,21 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
             for i in range(MAX_FIELD):
                 last_child[depth, i] = -1
             continue
-        if (kind == VARINT and wt == 0) or (kind == FIXED64 and wt == 1) or (kind == FIXED32 and wt == 5) or (
-            (kind == REP_FIXED64 and wt == 1) or (kind == REP_VARINT and wt == 0)
-        ):
-            tok_key[nt] = key
-            tok_node[nt] = node
-            tok_val[nt] = np.int64(value)
-            tok_len[nt] = -1
-            nt += 1
-        elif kind == LEN and wt == 2:
+        if wt != 2:
+            if kind != IGNORE:  # a varint or fixed scalar, or one unpacked element of a repeated one
+                tok_key[nt] = key
+                tok_node[nt] = node
+                tok_val[nt] = np.int64(value)
+                tok_len[nt] = -1
+                nt += 1
+        elif kind == LEN:
             tok_key[nt] = key
             tok_node[nt] = node
             tok_val[nt] = pos
             tok_len[nt] = length
             nt += 1
             pos += length
-        elif kind == REP_FIXED64 and wt == 2:
+        elif kind == REP_FIXED64:
             if length % 8 != 0:
                 err[0] = ERR_PACKED
                 err[1] = pos
@@ -551,7 +583,7 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
                 tok_len[nt] = -1
                 nt += 1
                 pos += 8
-        elif kind == REP_VARINT and wt == 2:
+        elif kind == REP_VARINT:
             stop = pos + length
             while pos < stop:
                 v = np.uint64(0)
@@ -580,8 +612,8 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
                 tok_val[nt] = np.int64(v)
                 tok_len[nt] = -1
                 nt += 1
-        elif wt == 2:
-            pos += length  # ignored or mismatched field: skipped like an unknown field
+        else:
+            pos += length  # an unknown field
     return nn, nt
 
 
@@ -597,7 +629,7 @@ class Scan:
     tok_node: np.ndarray  # int32
     tok_val: np.ndarray  # int64: value bits, child node, or byte offset
     tok_len: np.ndarray  # int32: byte length of LEN tokens, -1 otherwise
-    error: tuple[int, int, int, int] | None
+    error: tuple[int, int, int, int, int] | None
 
 
 def scan(data: bytes | bytearray | memoryview, signal: str) -> Scan:
@@ -612,7 +644,7 @@ def scan(data: bytes | bytearray | memoryview, signal: str) -> Scan:
     tok_node = np.empty(n + 1, np.int32)
     tok_val = np.empty(n + 1, np.int64)
     tok_len = np.empty(n + 1, np.int32)
-    err = np.zeros(4, np.int64)
+    err = np.zeros(5, np.int64)
     nn, nt = _scan(buf, kinds, children, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err)
     return Scan(
         buf,
@@ -623,7 +655,7 @@ def scan(data: bytes | bytearray | memoryview, signal: str) -> Scan:
         tok_node[:nt],
         tok_val[:nt],
         tok_len[:nt],
-        (int(err[0]), int(err[1]), int(err[2]), int(err[3])) if err[0] else None,
+        (int(err[0]), int(err[1]), int(err[2]), int(err[3]), int(err[4])) if err[0] else None,
     )
 
 
