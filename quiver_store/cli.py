@@ -43,7 +43,7 @@ from .presence import (
 from .segment.info import SegmentInfo
 from .segment.reader import SegmentReader
 from .segment.schema_view import check_slot_streams, representative_schema, slot_schema
-from .staged_dir import StagedDir, stale_note
+from .staged_dir import PublishError, StagedDir, stale_note
 from .stdout import StdoutError, guarded_stdout, stdout_failure
 from .store_dir import check_store_dir, output_inside
 from .subscriber import ack_log
@@ -396,8 +396,12 @@ def _dump_arrow(args: argparse.Namespace, stored: StoredBundles, staged: StagedD
         dumped += 1
     try:
         staged.publish()
-    except OSError as exc:
-        raise QuiverError(f"--output {args.output}: cannot move the dumped files into it ({exc.strerror})") from None
+    except PublishError as exc:
+        if exc.published:
+            raise QuiverError(f"--output {args.output}: the dumped files are in it, but cleaning up failed ({exc.failure}); "
+                              f"{exc.state('--output')}") from None
+        raise QuiverError(f"--output {args.output}: cannot move the dumped files into it ({exc.failure}); "
+                          f"{exc.state('--output')}") from None
     return None
 
 
@@ -408,8 +412,12 @@ def _salvaged(staged: StagedDir, dumped: int) -> str:
         return "no bundle before it was dumped"
     try:
         staged.publish()
-    except OSError as exc:
-        return f"the {dumped} bundle(s) before it were dumped but could not be moved into {staged.out} ({exc.strerror})"
+    except PublishError as exc:
+        if exc.published:
+            return (f"the {dumped} bundle(s) before it were dumped into {staged.out}, but cleaning up failed "
+                    f"({exc.failure}); {exc.state('--output')}")
+        return (f"the {dumped} bundle(s) before it were dumped but could not be moved into {staged.out} "
+                f"({exc.failure}); {exc.state('--output')}")
     return f"the {dumped} bundle(s) before it were dumped into {staged.out}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -1348,3 +1349,55 @@ def test_damage_in_a_later_file_is_not_blamed_on_the_signal(tmp_path: Path, caps
         code, _, alone = _run(["encode", str(damaged), "--signal", "logs", "--out", out], capsys)
         assert code == 2 and "every file must hold" not in alone
         assert _run(["encode", str(logs), str(damaged), "--out", out], capsys)[::2] == (2, alone)
+
+
+def _replace_failing(monkeypatch: pytest.MonkeyPatch, out: Path, fails: Callable[[int], bool]) -> None:
+    """os.replace raising EIO at the moves into and out of `out` (numbered from 1) `fails` picks."""
+    import errno
+    import os
+
+    replace, calls = os.replace, []
+
+    def patched(src: str, dst: str) -> None:
+        if str(out) in (str(Path(src).parent), str(Path(dst).parent), str(Path(dst).parent.parent)):
+            calls.append(src)
+            if fails(len(calls)):
+                raise OSError(errno.EIO, "Input/output error", src, None, dst)
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", patched)
+
+
+@pytest.mark.parametrize(("k", "failure"), [(3, "traces-000002.pb (moving the earlier file aside)"), (8, "logs-000002.pb")])
+def test_a_generate_whose_files_cannot_be_moved_in_leaves_out_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str], k: int,
+                                                                         failure: str) -> None:
+    """Was: the k-th move failing left the files moved before it in --out (the earlier run's that
+    --overwrite replaces still there too), deleted the rest with the staging directory, and said
+    only 'cannot move the files written into --out ...: Input/output error'. Moves 1-5 put the
+    earlier traces files aside, 6-10 move the new logs files in."""
+    existing, before = _earlier_generate(tmp_path, capsys)
+    _replace_failing(monkeypatch, existing, lambda n: n == k)
+    assert _run(_generate(existing, "--overwrite"), capsys) == (
+        1, "", f"adaptive-arrow generate: cannot move the files written into --out {existing} ({failure}: Input/output error); "
+               "--out is left as it was\n")
+    assert {p.name: p.read_bytes() for p in existing.iterdir()} == before
+
+
+def test_a_generate_that_cannot_put_out_back_either_says_where_every_file_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Every move from the 8th on fails (the file system gave up): two new files are in --out, the
+    rest and the earlier run's files stay in the staging directory, which is kept and named."""
+    existing, before = _earlier_generate(tmp_path, capsys)
+    _replace_failing(monkeypatch, existing, lambda n: n >= 8)
+    code, stdout, err = _run(_generate(existing, "--overwrite"), capsys)
+    staging = next(p for p in existing.iterdir() if p.name.startswith(".staging-"))
+    assert (code, stdout, err) == (
+        1, "", f"adaptive-arrow generate: cannot move the files written into --out {existing} (logs-000002.pb: Input/output "
+               f"error); putting --out back failed too (logs-000001.pb: Input/output error), so nothing was deleted: --out "
+               f"holds this run's logs-000000.pb, logs-000001.pb (2 files); {staging} holds this run's logs-000002.pb .. "
+               f"logs-000004.pb (3 files); {staging}/.earlier holds --out's earlier traces-000000.pb .. traces-000004.pb "
+               f"(5 files); move them back into place by hand, then delete {staging}\n")
+    assert sorted(p.name for p in existing.iterdir()) == sorted([staging.name, "notes.txt", "logs-000000.pb", "logs-000001.pb"])
+    assert {p.name: p.read_bytes() for p in (staging / ".earlier").iterdir()} == {n: b for n, b in before.items() if n != "notes.txt"}
+    assert sorted(p.name for p in staging.iterdir()) == [".earlier", "logs-000002.pb", "logs-000003.pb", "logs-000004.pb"]

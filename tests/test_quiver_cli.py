@@ -885,3 +885,27 @@ def test_dump_names_a_staging_directory_a_killed_dump_left(store_dir, tmp_path_f
     assert capsys.readouterr().err == (f"quiver dump: note: {out / '.staging-0123456789abcdef'} was left by an "
                                        f"interrupted run; delete it if no other quiver dump is writing into {out}\n")
     assert len(os.listdir(out)) == 11
+
+
+def test_a_dump_whose_files_cannot_be_moved_in_leaves_output_as_it_was(store_dir, tmp_path_factory, capsys, monkeypatch):
+    """Was: the fourth move failing left three Arrow files in --output (a directory the dump
+    created), deleted the other seven with the staging directory, and said only 'cannot move the
+    dumped files into it (Input/output error)'."""
+    import errno
+
+    scratch = tmp_path_factory.mktemp("out")
+    out = scratch / "arrow"
+    replace, calls = os.replace, []
+
+    def failing_at_the_fourth(src, dst):
+        calls.append(src)
+        if len(calls) == 4:
+            raise OSError(errno.EIO, "Input/output error", src, None, dst)
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_at_the_fourth)
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"quiver dump: --output {out}: cannot move the dumped files into it (seg0000000000000000_bundle000001_slot07.arrow: "
+        "Input/output error); --output is left as it was\n")
+    assert os.listdir(scratch) == []

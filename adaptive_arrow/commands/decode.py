@@ -239,6 +239,6 @@ def _salvaged(staging: StagedDir, number: int) -> str:
     of the message that says so."""
     if number == 0:
         return "no bundle before it was decoded"
-    if outputs.publish(NAME, staging) is not None:  # its own line on stderr
+    if outputs.publish(NAME, staging) is not None and not staging.published:  # its own line on stderr
         return f"the {number} bundle(s) before it were decoded but could not be moved into {staging.out}"
     return f"the {number} bundle(s) before it were decoded into {staging.out}"

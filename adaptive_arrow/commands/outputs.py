@@ -6,7 +6,8 @@ Both commands stage their files (quiver_store.staged_dir.StagedDir): they write 
 hidden directory inside --out and move them into --out only once the run succeeded (then
 --overwrite deletes the earlier run's files), so a run that fails or is interrupted leaves --out as
 it found it: the directories it created are removed, the files it found (the user's, an earlier
-run's even under --overwrite) are kept.
+run's even under --overwrite) are kept. That holds for a move into --out that fails too (publish
+rolls back); only when putting --out back fails as well does the message list what is where.
 """
 
 from __future__ import annotations
@@ -57,13 +58,17 @@ def refusal(command: str, out: Path, pattern: re.Pattern[str], overwrite: bool) 
 
 def publish(command: str, staging: StagedDir) -> int | None:
     """Move the staged files into --out (StagedDir.publish): None, or the exit status (1) after one
-    line on stderr."""
+    line on stderr saying what --out holds (as it was, unless even putting it back failed)."""
+    from quiver_store.staged_dir import PublishError
+
     try:
         staging.publish()
-    except OSError as exc:
-        if staging.published:
-            print(f"{command}: cannot delete {exc.filename} (--overwrite): {exc.strerror}", file=sys.stderr)
+    except PublishError as exc:
+        if exc.published:
+            print(f"{command}: the files are in --out {staging.out}, but cleaning up failed ({exc.failure}); "
+                  f"{exc.state('--out')}", file=sys.stderr)
         else:
-            print(f"{command}: cannot move the files written into --out {staging.out}: {exc.strerror}", file=sys.stderr)
+            print(f"{command}: cannot move the files written into --out {staging.out} ({exc.failure}); "
+                  f"{exc.state('--out')}", file=sys.stderr)
         return 1
     return None
