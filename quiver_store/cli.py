@@ -578,9 +578,15 @@ def _stderr() -> Console:
 
 DESCRIPTION = """Inspect and check a Quiver store (read-only).
 
-exit status: 0 fine, 1 damage found (or standard output cannot be written), 2 bad arguments, not a
-store, or refused (replay --recovery strict on damage), 130 Ctrl-C, 141 the reader of a pipe went
-away."""
+exit status:
+  0    fine
+  1    damage found (verify, replay, an unreadable segment in inspect, a damaged segment or WAL
+       that stops dump), or standard output cannot be written
+  2    bad arguments, not a store, refused (replay: opening would refuse the store, as
+       --recovery strict does on damage), or a file that cannot be read or written: one of the
+       store's, or dump's --output directory or a file in it
+  130  Ctrl-C
+  141  the reader of a pipe went away"""
 INTERRUPTED_EXIT = 128 + 2  # what a shell reports for a command Ctrl-C (SIGINT) ended
 
 
@@ -627,7 +633,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _failed(command: str, exc: QuiverError | OSError, more: str = "") -> int:
     """One line on stderr for a command that failed; the exit status: 1 for damage found, else 2
-    (bad arguments or refused)."""
+    (bad arguments, not a store, refused, or a file of the store or of dump's --output that cannot
+    be read or written)."""
     _stderr().print(f"[red]quiver {command}:[/red] {escape(str(exc) + more)}")
     return 1 if isinstance(exc, CorruptionError) else 2
 

@@ -119,7 +119,11 @@ def test_help_says_what_path_is_the_defaults_and_the_exit_statuses(capsys):
         main(["--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "exit status: 0 fine, 1 damage found" in text and "2 bad arguments, not a store, or refused" in text
+    assert ("exit status: 0 fine 1 damage found (verify, replay, an unreadable segment in inspect, a damaged segment or "
+            "WAL that stops dump), or standard output cannot be written 2 bad arguments, not a store, refused (replay: "
+            "opening would refuse the store, as --recovery strict does on damage), or a file that cannot be read or "
+            "written: one of the store's, or dump's --output directory or a file in it 130 Ctrl-C 141 the reader of a "
+            "pipe went away") in text
     for command, shown in (("inspect", "segments, streams, schemas"), ("verify", "full checksum pass"),
                            ("dump", "(default: json)"), ("replay", "(default: point_in_time)")):
         with pytest.raises(SystemExit):
@@ -909,3 +913,50 @@ def test_a_dump_whose_files_cannot_be_moved_in_leaves_output_as_it_was(store_dir
         f"quiver dump: --output {out}: cannot move the dumped files into it (seg0000000000000000_bundle000001_slot07.arrow: "
         "Input/output error); --output is left as it was\n")
     assert os.listdir(scratch) == []
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "dump", "replay"])
+def test_a_store_file_that_cannot_be_read_exits_as_the_help_says(store_dir, capsys, monkeypatch, command):
+    """The statuses the help lists for files that cannot be read: 2 for a WAL file (every command),
+    and for a segment 2 too, except inspect, which lists it as damage (1), and replay, which reads
+    a segment only to find where the WAL starts and notes it (0)."""
+    import errno
+
+    from quiver_store.fs import FileSystem
+
+    def eio(self, *args):
+        raise OSError(errno.EIO, "Input/output error", str(store_dir / "wal" / "quiver.wal"))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(FileSystem, "pread", eio)
+        assert main([command, str(store_dir)]) == 2
+        assert capsys.readouterr().err == f"quiver {command}: [Errno 5] Input/output error: '{store_dir / 'wal' / 'quiver.wal'}'\n"
+    monkeypatch.setattr(FileSystem, "mmap", eio)
+    assert main([command, str(store_dir)]) == {"inspect": 1, "verify": 2, "dump": 2, "replay": 0}[command]
+    capsys.readouterr()
+
+
+def test_dumps_output_that_cannot_be_written_exits_2_as_the_help_says(store_dir, tmp_path_factory, capsys, monkeypatch):
+    """--output that cannot be created, a file in it that cannot be written, files that cannot be
+    moved into it: 2, the status of a file that cannot be read or written (standard output: 1)."""
+    import errno
+    from pathlib import Path
+
+    def failing(error):
+        def fail(*_):
+            raise error
+        return fail
+
+    scratch = tmp_path_factory.mktemp("out")
+    (scratch / "plain").write_text("x")
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "plain" / "sub")]) == 2
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "write_bytes", failing(OSError(errno.ENOSPC, "No space left on device")))
+        assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "a")]) == 2
+    monkeypatch.setattr(os, "replace", failing(OSError(errno.EIO, "Input/output error")))
+    assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "b")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[1] for line in err] == [f"--output {scratch / 'plain' / 'sub'}", "cannot write "
+                                                     f"{scratch / 'a' / 'seg0000000000000000_bundle000000_slot00.arrow'}",
+                                                     f"--output {scratch / 'b'}"]
+    assert os.listdir(scratch) == ["plain"]
