@@ -386,11 +386,9 @@ def _dump_arrow(args: argparse.Namespace, stored: StoredBundles, staged: StagedD
                 else f"wal{item.wal_sequence:020d}")
         for slot, batch in item.bundle.slots.items():
             name = f"{stem}_slot{slot:02d}.arrow"
-            try:
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_file(sink, batch.schema) as writer:
+            try:  # streamed into the staged file, not built in memory first
+                with staged.open(name) as sink, pa.ipc.new_file(sink, batch.schema) as writer:
                     writer.write_batch(batch)
-                staged.write(name, memoryview(sink.getvalue()))
             except OSError as exc:
                 raise QuiverError(f"cannot write {os.path.join(args.output, name)}: {exc.strerror or exc}") from None
         dumped += 1

@@ -23,6 +23,7 @@ import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 STAGING_DIR = re.compile(r"\.staging-[0-9a-f]{16}")
 EARLIER = ".earlier"  # in the staging directory: the files publish replaces, until every new file is in
@@ -140,10 +141,20 @@ class StagedDir:
 
     def write(self, name: str, data: bytes | memoryview) -> None:
         """Stage file `name`; an OSError names the file in `out` it stands for."""
-        if name.startswith("."):
-            raise ValueError(f"staged file names do not start with '.': {name!r}")
+        _check_name(name)
         try:
             (self.path / name).write_bytes(data)
+        except OSError as exc:
+            exc.filename = str(self.out / name)
+            raise
+
+    def open(self, name: str) -> BinaryIO:
+        """Stage file `name` written piece by piece (`quiver dump` streams Arrow record batches
+        into it): a new binary file for the caller to write and close. A failure opening it names
+        the file in `out` it stands for; one writing or closing it does not, the caller names it."""
+        _check_name(name)
+        try:
+            return open(self.path / name, "wb")
         except OSError as exc:
             exc.filename = str(self.out / name)
             raise
@@ -228,6 +239,11 @@ class StagedDir:
             return  # the last: a publish interrupted while it rolled back
         shutil.rmtree(self.path, ignore_errors=True)
         _remove_empty(self.created)
+
+
+def _check_name(name: str) -> None:
+    if name.startswith("."):  # .earlier is publish's
+        raise ValueError(f"staged file names do not start with '.': {name!r}")
 
 
 def _moved(path: Path, to: Path) -> bool:

@@ -21,6 +21,8 @@ from quiver_store import (
     progress_ledger,
 )
 from quiver_store.cli import main
+from quiver_store.offline import StoredBundles
+from quiver_store.staged_dir import StagedDir
 
 QUIET = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0))
 
@@ -940,7 +942,6 @@ def test_dumps_output_that_cannot_be_written_exits_2_as_the_help_says(store_dir,
     """--output that cannot be created, a file in it that cannot be written, files that cannot be
     moved into it: 2, the status of a file that cannot be read or written (standard output: 1)."""
     import errno
-    from pathlib import Path
 
     def failing(error):
         def fail(*_):
@@ -951,12 +952,77 @@ def test_dumps_output_that_cannot_be_written_exits_2_as_the_help_says(store_dir,
     (scratch / "plain").write_text("x")
     assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "plain" / "sub")]) == 2
     with monkeypatch.context() as patched:
-        patched.setattr(Path, "write_bytes", failing(OSError(errno.ENOSPC, "No space left on device")))
+        _failing_at_the_third_file(patched, OSError(errno.ENOSPC, "No space left on device"))
         assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "a")]) == 2
     monkeypatch.setattr(os, "replace", failing(OSError(errno.EIO, "Input/output error")))
     assert main(["dump", str(store_dir), "--format", "arrow", "--output", str(scratch / "b")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert [line.split(": ")[1] for line in err] == [f"--output {scratch / 'plain' / 'sub'}", "cannot write "
-                                                     f"{scratch / 'a' / 'seg0000000000000000_bundle000000_slot00.arrow'}",
+                                                     f"{scratch / 'a' / 'seg0000000000000000_bundle000001_slot00.arrow'}",
                                                      f"--output {scratch / 'b'}"]
     assert os.listdir(scratch) == ["plain"]
+
+
+def test_dump_streams_each_arrow_file_into_its_staged_file_with_the_same_bytes(tmp_path, monkeypatch):
+    """Each Arrow file is written by an IPC writer opened on its staged file, not built in memory
+    first (was: pa.BufferOutputStream, then StagedDir.write; both fail here), and holds byte for
+    byte what that wrote: zstd segments whose batches hold several bundles (each file a slice),
+    dictionary, list and null values, and bundles only the WAL holds."""
+    root = tmp_path / "s"
+    store = QuiverStore.open(root, StoreConfig(segment=SegmentConfig(max_open_duration=3600.0, compression="zstd")))
+    for i in range(12):
+        store.ingest(RecordBundle({
+            0: pa.record_batch({"i": pa.array(range(i * 7, i * 7 + 7), pa.int64()),
+                                "kind": pa.array([["a", "b", None][j % 3] for j in range(7)]).dictionary_encode(),
+                                "tags": pa.array([[j, i] if j % 2 else None for j in range(7)], pa.list_(pa.int32()))}),
+            5: pa.record_batch({"s": [f"bundle {i}" * (i + 1)]}),
+        }))
+        if i == 7:
+            store.flush()
+    store._abandon()  # bundles 8..11 only in the WAL
+
+    def in_memory(*_):
+        raise AssertionError("an Arrow file built in memory")
+
+    out = tmp_path / "arrow"
+    with monkeypatch.context() as patched:
+        patched.setattr(pa, "BufferOutputStream", in_memory)
+        patched.setattr(StagedDir, "write", in_memory)
+        assert main(["dump", str(root), "--format", "arrow", "--output", str(out)]) == 0
+    expected = {}
+    for item in StoredBundles(str(root)):
+        stem = (f"seg{item.segment_seq:016d}_bundle{item.bundle_index:06d}" if item.segment_seq is not None
+                else f"wal{item.wal_sequence:020d}")
+        for slot, batch in item.bundle.slots.items():
+            sink = pa.BufferOutputStream()  # what dump wrote before
+            with pa.ipc.new_file(sink, batch.schema) as writer:
+                writer.write_batch(batch)
+            expected[f"{stem}_slot{slot:02d}.arrow"] = (sink.getvalue().to_pybytes(), batch)
+    assert len(expected) == 24 and sum(name.startswith("wal") for name in expected) == 8
+    assert sorted(os.listdir(out)) == sorted(expected)
+    for name, (data, batch) in expected.items():
+        assert (out / name).read_bytes() == data, name
+        assert pa.ipc.open_file(out / name).read_all().equals(pa.Table.from_batches([batch])), name
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGXFSZ"), reason="needs RLIMIT_FSIZE and SIGXFSZ")
+def test_a_real_write_error_in_a_streamed_arrow_file_names_it(store_dir, tmp_path_factory):
+    """write(2) failing for real (a file size limit, SIGXFSZ ignored: EFBIG) while the IPC writer
+    streams into the staged file, or as it is closed: one line naming the file, exit 2, nothing
+    left in --output."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+    out = tmp_path_factory.mktemp("out") / "arrow"
+    script = "import sys; from quiver_store.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", script, "dump", str(store_dir), "--format", "arrow", "--output", str(out)],
+                          preexec_fn=small_files, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (
+        2, f"quiver dump: cannot write {out / 'seg0000000000000000_bundle000000_slot00.arrow'}: File too large\n")
+    assert not out.exists()
