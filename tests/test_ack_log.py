@@ -223,17 +223,14 @@ def test_a_write_cut_short_outside_its_try_block_never_hangs_the_close(tmp_path,
             ack.commit(lsn) if method == "commit" else ack.checkpoint(lambda gen, off: b"")
         sys.settrace(None)
         try:
-            ack.checkpoint(lambda gen, off: b"")  # SubscriberRegistry.close checkpoints first
-        except QuiverError as exc:
-            outcome.append(exc)
+            outcome.append(ack.checkpoint(lambda gen, off: b""))  # SubscriberRegistry.close checkpoints first
         finally:
             ack.close()
 
     run_on_a_thread(interrupted_call_then_close, timeout=10)
-    (error,) = outcome
-    assert "failed earlier (a write of this thread was cut short by an exception a signal handler raised)" in str(error)
-    with pytest.raises(QuiverError, match="failed earlier"):  # poisoned: nothing more is claimed durable
-        ack.append(SAMPLE[2])
+    assert outcome == [False] and ack.cut_short  # no checkpoint from a cut log: the reopen replays it
+    with pytest.raises(QuiverError, match=r"failed earlier \(a write of this thread was cut short by an exception a signal handler raised\)"):
+        ack.append(SAMPLE[2])  # poisoned: nothing more is claimed durable
     _, replay = log.AckLog.open(str(tmp_path))
     assert replay.records[0] == (log.SEGMENT, 7, 3)  # what was durable before the cut call still is
 
@@ -256,18 +253,21 @@ def test_acks_are_flushed_on_clean_close(tmp_path):
     reg.close()
 
 
-@pytest.mark.parametrize("failure", [OSError(5, "Input/output error"), KeyboardInterrupt()], ids=["disk", "cut"])
+@pytest.mark.parametrize("failure", [OSError(5, "Input/output error"), KeyboardInterrupt(), "claimed"],
+                         ids=["disk", "cut", "cut before the write"])
 def test_close_reports_a_disk_failure_of_the_log_again_but_not_a_write_a_signal_cut(tmp_path, failure):
     """A failed fdatasync may have met only a background checkpoint, so the close raises it again.
     A write cut by a signal handler's exception was reported by that exception, which left the
     call it cut: the close (a second SIGTERM handler's, say) ends quietly, writes no checkpoint
-    and keeps the log files, and the reopen replays them."""
+    and keeps the log files, and the reopen replays them. Cut after the commit claimed the write
+    and before it began, the log learns of the cut only in the close's checkpoint (the sweep's
+    twice form: 2 of 10,193 runs ended with "failed earlier" there)."""
 
     class FailingSync(FileSystem):
         armed = False
 
         def fdatasync(self, fd):
-            if FailingSync.armed:
+            if FailingSync.armed and isinstance(failure, BaseException):
                 raise failure
             super().fdatasync(fd)
 
@@ -275,8 +275,14 @@ def test_close_reports_a_disk_failure_of_the_log_again_but_not_a_write_a_signal_
     reg.subscribe("exp")
     reg.next_delivery("exp", 0).ack()
     FailingSync.armed = True
-    with pytest.raises(QuiverError if isinstance(failure, OSError) else KeyboardInterrupt):
-        reg.next_delivery("exp", 0).ack()
+    delivery = reg.next_delivery("exp", 0)
+    if failure == "claimed":
+        sys.settrace(raise_before(log.AckLog.commit, "data = bytes(self._buf)"))
+    try:
+        with pytest.raises(QuiverError if isinstance(failure, OSError) else KeyboardInterrupt):
+            delivery.ack()
+    finally:
+        sys.settrace(None)
     if isinstance(failure, OSError):
         with pytest.raises(QuiverError, match="failed earlier .*Input/output error"):
             reg.close()

@@ -454,8 +454,10 @@ class AckLog:
         return self._size
 
     # -- rotation + checkpoint --------------------------------------------------------------
-    def checkpoint(self, encode_state: Callable[[int, int], bytes]) -> None:
-        """Rotate the log and write a checkpoint covering everything before the new file.
+    def checkpoint(self, encode_state: Callable[[int, int], bytes]) -> bool:
+        """Rotate the log and write a checkpoint covering everything before the new file; False,
+        writing nothing, when a signal handler's exception cut a write short (`cut_short`, which
+        may show only here, as this thread's own write left claimed): the log is then the truth.
 
         `encode_state(generation, offset)` returns the checkpoint bytes for the state as of now;
         the caller guarantees no record is appended meanwhile (it holds its own state lock).
@@ -466,6 +468,8 @@ class AckLog:
         with self._lock:
             while self._flusher:
                 self._wait_for_flusher()
+            if self.cut_short:
+                return False
             self._check()
             self._flusher = threading.get_ident()
             data = bytes(self._buf)
@@ -498,6 +502,7 @@ class AckLog:
             self._durable = upto
             self._flusher = 0
             self._cond.notify_all()
+        return True
 
     def abandon(self) -> None:
         """Drop buffered (unreturned) records and close the file, as a crash would."""

@@ -613,13 +613,14 @@ class SubscriberRegistry:
         the reopen replays the log, and a close() made by a second handler does not raise the
         first one's cut again in place of its exit."""
         with self._lock:
-            if self._closed or self._depth == 0 or self._torn is not None or self._log.cut_short:
+            if self._closed or self._depth == 0 or self._torn is not None:
                 return False
-            self._log.checkpoint(
+            if not self._log.checkpoint(
                 lambda gen, off: log.encode_checkpoint(
                     gen, off, self._wall(), self.catalog, self._by_id.values(), self._next_id
                 )
-            )
+            ):
+                return False
             self._depth = 0
             self.counters["checkpoints_total"] += 1
             return True
