@@ -8,7 +8,8 @@ buckets and quantiles. Importable by other test modules:
     from tests.strategies import logs_requests, traces_requests, metrics_requests, otlp_requests
 
 Not generated: fields OTAP has no column for and that ``from_otlp`` rejects (``entity_refs``,
-``key_strindex``, ``string_value_strindex``), NaN doubles (NaN != NaN defeats message equality).
+``key_strindex``, ``string_value_strindex``), NaN doubles (NaN != NaN defeats message equality),
+fields of older OTLP versions that the current protos reserve (tests/test_otlp_legacy.py).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from . import anyvalue as av
 from .wire import (
     DECLARED,
     ERR_MISTYPED,
+    ERR_REJECTED,
     ERROR_TEXT,
     MAX_FIELD,
     N_TYPES,
@@ -29,6 +30,7 @@ from .wire import (
     last_per_row,
     message_depths,
     messages_for,
+    slot,
 )
 
 _U32_MASK = np.int64(0xFFFFFFFF)
@@ -265,9 +267,12 @@ class Tokens:
         while node > 0:
             parent = int(s.node_parent[node])
             t, pt = T(int(s.node_type[node])), T(int(s.node_type[parent]))
-            name, repeated = next(
-                (f.name, f.kind == 2) for f in self._messages[pt].values() if f.child is t
-            )
+            fields = [(number, f) for number, f in self._messages[pt].items() if f.child is t]
+            f = fields[0][1]
+            if len(fields) > 1:  # a ScopeX from ResourceX field 2 or from legacy field 1000: its token says
+                made = s.tok_key[(s.tok_node == parent) & (s.tok_val == node) & (s.tok_len == -1)]
+                f = next((g for number, g in fields if int(pt) * MAX_FIELD + slot(number) in made), f)
+            name, repeated = f.name, f.kind == REP_MSG
             if repeated:
                 siblings = (s.node_parent[:node] == parent) & (s.node_type[:node] == t)
                 parts.append(f"{name}[{int(siblings.sum())}]")
@@ -320,7 +325,8 @@ def raise_scan_error(scan: Scan, signal: str) -> None:
         f = known[field]
         path = Tokens._join(path, f.name)
         if f.kind == REP_MSG and f.child is not None:
-            index = int(((scan.node_parent == node) & (scan.node_type == f.child)).sum())
+            # the entries of this field read so far (one token each; a legacy copy skipped whole leaves none)
+            index = int(((scan.tok_node == node) & (scan.tok_key == int(t) * MAX_FIELD + slot(field))).sum())
             path += f"[{index}]"
     elif field:
         path = Tokens._join(path, f"<field {field}>")
@@ -328,6 +334,8 @@ def raise_scan_error(scan: Scan, signal: str) -> None:
     if code == ERR_MISTYPED:
         declared = DECLARED[known[field].kind]
         text = text.format(wire_type=f"{wire_type} ({WIRE_TYPE_NAMES[wire_type]})", declared=declared)
+    elif code == ERR_REJECTED and known[field].note:
+        text = f"{text}: {known[field].note}"
     raise ConversionError(f"{text} (at byte {offset})", path or "<request>")
 
 

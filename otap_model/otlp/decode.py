@@ -17,6 +17,9 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, ResourceMetrics, ScopeMetrics
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from ..bundle import OtapBundle
 from ..errors import ConversionError
@@ -82,13 +85,36 @@ def as_signal(signal: Signal | str) -> Signal:
         raise ConversionError(f"signal={signal!r} is not a signal; expected one of {names}") from None
 
 
+# Field numbers the current protos reserve but older senders write (see wire.py), by message: the
+# message type legacy field 1000 holds, or None for a field the decoder rejects naming it. A request
+# holding them still has a signal, so that the decoder reads or refuses them.
+_LEGACY_FIELDS: dict[str, dict[int, type[Message] | None]] = {
+    ResourceLogs.DESCRIPTOR.full_name: {1000: ScopeLogs},
+    ResourceSpans.DESCRIPTOR.full_name: {1000: ScopeSpans},
+    ResourceMetrics.DESCRIPTOR.full_name: {1000: ScopeMetrics},
+    LogRecord.DESCRIPTOR.full_name: {4: None},
+    Metric.DESCRIPTOR.full_name: {4: None, 6: None, 8: None},
+}
+
+
 def infer_signal(data: bytes | bytearray | memoryview) -> Signal:
-    """The one signal whose request type parses `data` with no unknown or mistyped fields."""
+    """The one signal whose request type parses `data` with no unknown or mistyped fields (the
+    legacy fields of `_LEGACY_FIELDS` count as known, with their old wire type: 2)."""
     from google.protobuf.unknown_fields import UnknownFieldSet
 
     def clean(msg: Message, depth: int = 0) -> bool:
-        if len(UnknownFieldSet(msg)):
-            return False
+        legacy = _LEGACY_FIELDS.get(msg.DESCRIPTOR.full_name, {})
+        for i, unknown in enumerate(UnknownFieldSet(msg)):
+            if unknown.field_number not in legacy or unknown.wire_type != 2:
+                return False
+            holds = legacy[unknown.field_number]
+            if holds is not None and i < 20:
+                try:
+                    copy = holds.FromString(unknown.data)
+                except Exception:
+                    return False
+                if not clean(copy, depth + 1):
+                    return False
         for fd, value in msg.ListFields():
             if fd.message_type is None or depth > 3:
                 continue

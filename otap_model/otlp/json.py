@@ -5,6 +5,14 @@ not base64. Keys may be lowerCamelCase or the original snake_case, int64 values 
 numbers, enums integers or names; unknown fields are ignored, as the OTLP spec requires of
 receivers. The request is parsed with ``google.protobuf.json_format`` after rewriting the ids,
 then converted like any protobuf request.
+
+Keys of fields older OTLP versions had and the current protos reserve are not ignored, as the
+protobuf decoder does not ignore their field numbers (wire.py): ``instrumentationLibrarySpans`` /
+``Logs`` / ``Metrics`` (before OTLP 0.19) are read as the ScopeX list, their
+``instrumentationLibrary`` as its ``scope`` and, in logs before OTLP 0.12, ``logs`` as its
+``logRecords``, when the resource has no ScopeX; they are dropped as its duplicate copy
+otherwise (OTLP 0.15-0.18 ask that of JSON receivers). A log record's ``name`` and a metric's
+``intGauge`` / ``intSum`` / ``intHistogram`` are refused with the decoder's message.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from ..payload import Signal
 from .anyvalue import MAX_MESSAGE_DEPTH
 from .decode import REQUEST_TYPES, as_signal, from_otlp
 from .encode import to_otlp
+from .wire import ERR_REJECTED, ERROR_TEXT, MESSAGES, T
 
 ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})
 # enum fields by JSON key (both spellings): the value names json_format accepts
@@ -46,6 +55,28 @@ _ROOT_KEYS = {
     "resource_spans": Signal.TRACES,
     "resourceMetrics": Signal.METRICS,
     "resource_metrics": Signal.METRICS,
+}
+
+
+# per signal: the ScopeX keys, the legacy InstrumentationLibraryX keys (ResourceX field 1000 in
+# OTLP 0.15-0.18, the ScopeX list's own name before), the item list keys
+_SCOPE_KEYS = {
+    Signal.LOGS: (("scopeLogs", "scope_logs"), ("instrumentationLibraryLogs", "instrumentation_library_logs"),
+                  ("logRecords", "log_records")),
+    Signal.TRACES: (("scopeSpans", "scope_spans"), ("instrumentationLibrarySpans", "instrumentation_library_spans"),
+                    ("spans",)),
+    Signal.METRICS: (("scopeMetrics", "scope_metrics"),
+                     ("instrumentationLibraryMetrics", "instrumentation_library_metrics"), ("metrics",)),
+}
+_LIBRARY_KEYS = ("instrumentationLibrary", "instrumentation_library")
+# keys of a log record / metric that the current protos reserve -> the wire.py field (its note says what it was)
+_REMOVED_KEYS = {
+    Signal.LOGS: {"name": MESSAGES[T.LOG][4]},
+    Signal.METRICS: {
+        key: MESSAGES[T.METRIC][number]
+        for number, keys in ((4, ("intGauge", "int_gauge")), (6, ("intSum", "int_sum")), (8, ("intHistogram", "int_histogram")))
+        for key in keys
+    },
 }
 
 
@@ -100,8 +131,10 @@ def otlp_json_to_message(document: str | bytes | bytearray | dict[str, Any], sig
     if not isinstance(doc, dict):
         raise ConversionError(f"an OTLP/JSON request is a JSON object, got {type(doc).__name__}")
     sig = _signal(doc, signal)
+    _legacy(doc, sig)
     try:
         _prepare(doc, "")
+        _adopt_legacy(doc, sig)
         # json_format's own limit (100, the request counting as 1) is one level below protobuf's; a
         # looser one lets from_otlp name the depth and the field of anything protobuf could not parse.
         return json_format.ParseDict(
@@ -161,6 +194,88 @@ def _signal(doc: dict[str, Any], signal: Signal | str | None) -> Signal:
             "pass signal="
         )
     return next(iter(roots.values()))
+
+
+def _resources(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(path, object) of every ResourceX object of the request; anything not shaped like a request
+    is left to json_format to refuse."""
+    return [
+        (f"{root}[{i}]", rx)
+        for root, resources in doc.items()
+        if root in _ROOT_KEYS and isinstance(resources, list)
+        for i, rx in enumerate(resources)
+        if isinstance(rx, dict)
+    ]
+
+
+def _legacy(doc: dict[str, Any], sig: Signal) -> None:
+    """The legacy keys of the module docstring, in place: an InstrumentationLibraryX list beside a
+    ScopeX list is dropped (the other one stays for `_adopt_legacy`), and a removed field's key is
+    refused in the lists that are read."""
+    scope_keys, legacy_keys, item_keys = _SCOPE_KEYS[sig]
+    for where, rx in _resources(doc):
+        present = [k for k in legacy_keys if k in rx]
+        if len(present) > 1:
+            raise ConversionError(f"invalid OTLP/JSON: {' and '.join(present)} name the same field", where)
+        scopes = [(k, rx[k], item_keys) for k in scope_keys if k in rx]
+        if present:
+            key, entries = present[0], rx[present[0]]
+            if entries is None or any(v is not None and v != [] for _, v, _ in scopes):
+                del rx[key]  # the duplicate copy of a double-publishing sender, or nothing
+            elif not isinstance(entries, list):
+                raise ConversionError(f"invalid OTLP/JSON: expected a list, got {type(entries).__name__}", f"{where}.{key}")
+            else:
+                scopes = [(key, entries, (*item_keys, "logs") if sig is Signal.LOGS else item_keys)]
+        for key, entries, keys in scopes:
+            for j, sx in enumerate(entries if isinstance(entries, list) else ()):
+                _refuse_removed(sx, sig, keys, f"{where}.{key}[{j}]")
+
+
+def _adopt_legacy(doc: dict[str, Any], sig: Signal) -> None:
+    """The InstrumentationLibraryX lists `_legacy` kept become the ScopeX lists (after `_prepare`,
+    so that its error paths name the keys of the request)."""
+    scope_keys, legacy_keys, item_keys = _SCOPE_KEYS[sig]
+    for where, rx in _resources(doc):
+        for key in legacy_keys:
+            if key in rx:
+                entries = rx.pop(key)
+                for k in scope_keys:
+                    rx.pop(k, None)  # null or empty
+                rx[scope_keys[0]] = [_scope_of_library(e, item_keys, f"{where}.{key}[{j}]") for j, e in enumerate(entries)]
+
+
+def _scope_of_library(entry: Any, item_keys: tuple[str, ...], where: str) -> Any:
+    """An InstrumentationLibraryX JSON object as the ScopeX it is on the wire: its
+    `instrumentationLibrary` is the `scope`, and for logs before OTLP 0.12 `logs` the `logRecords`."""
+    if not isinstance(entry, dict):
+        return entry
+    out = dict(entry)
+    renames: list[tuple[tuple[str, ...], tuple[str, ...]]] = [(_LIBRARY_KEYS, ("scope",))]
+    if item_keys[0] == "logRecords":
+        renames.append((("logs",), item_keys))
+    for old_keys, new_keys in renames:
+        present = [k for k in (*old_keys, *new_keys) if k in entry]
+        if len(present) > 1:
+            raise ConversionError(f"invalid OTLP/JSON: {' and '.join(present)} name the same field", where)
+        if present and present[0] in old_keys:
+            out[new_keys[0]] = out.pop(present[0])
+    return out
+
+
+def _refuse_removed(sx: Any, sig: Signal, item_keys: tuple[str, ...], where: str) -> None:
+    """A log record's or metric's key of a removed field (not null) is refused, saying what it was;
+    `item_keys` are the keys the scope's items may be under."""
+    removed = _REMOVED_KEYS.get(sig)
+    if not removed or not isinstance(sx, dict):
+        return
+    for key in item_keys:
+        items = sx.get(key)
+        for k, item in enumerate(items if isinstance(items, list) else ()):
+            if not isinstance(item, dict):
+                continue
+            for name, field in removed.items():
+                if item.get(name) is not None:
+                    raise ConversionError(f"{ERROR_TEXT[ERR_REJECTED]}: {field.note}", f"{where}.{key}[{k}].{name}")
 
 
 def _prepare(node: Any, path: str) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from ..errors import ConversionError
 from .decode import REQUEST_TYPES
@@ -30,10 +31,12 @@ def normalize_otlp(msg: Message) -> Message:
         )
     out: Any = type(msg)()
     out.CopyFrom(msg)
-    out.DiscardUnknownFields()  # 1. unknown fields have no column
     res_field = out.DESCRIPTOR.fields[0].name
     scope_field, items_field = _LAYOUT[res_field]
     resources = getattr(out, res_field)
+    for i, rx in enumerate(resources):
+        _legacy_scopes(rx, scope_field, f"{res_field}[{i}]")  # 8. legacy field 1000 read as ScopeX
+    out.DiscardUnknownFields()  # 1. unknown fields have no column
     keep_res = []
     for rx in resources:
         scopes = getattr(rx, scope_field)
@@ -53,6 +56,22 @@ def normalize_otlp(msg: Message) -> Message:
             for item in getattr(sx, items_field):
                 _item(item, items_field)
     return out
+
+
+def _legacy_scopes(rx: Any, scope_field: str, path: str) -> None:
+    """8. ResourceX field 1000 (instrumentation_library_{logs,spans,metrics} of OTLP 0.15-0.18, an
+    unknown field to the current protos) holds ScopeX messages under their old name: they are the
+    ScopeX when the ResourceX has none, and a duplicate copy otherwise (dropped with the unknown fields)."""
+    scopes = getattr(rx, scope_field)
+    if len(scopes):
+        return
+    legacy = [f.data for f in UnknownFieldSet(rx) if f.field_number == 1000 and f.wire_type == 2]
+    for i, data in enumerate(legacy):
+        try:
+            scopes.add().ParseFromString(data)
+        except DecodeError:
+            name = "instrumentation_library_" + scope_field.removeprefix("scope_")
+            raise ConversionError("not a parsable message", f"{path}.{name}[{i}]") from None
 
 
 def _replace(container: Any, keep: list[Any]) -> None:

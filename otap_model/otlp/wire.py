@@ -11,6 +11,12 @@ the 300k records/s target. Instead one numba kernel scans the serialized request
 ``decode.py`` then turns tokens into columns with numpy. The message layout lives in ``MESSAGES``
 below; every request type of all three signals is described by it, so there is one decoder per
 signal and no second (upb-walking) implementation.
+
+It also lists fields of older OTLP versions that the current protos reserve, so that none is
+skipped as unknown: ResourceX field 1000 (instrumentation_library_*, OTLP 0.15-0.18) is read as
+the ScopeX list unless the ResourceX holds field 2 (its field number lands in the spare slot
+``HIGH_SLOT``), and fields OTAP cannot hold (IntGauge & co., LogRecord.name) are REJECT with a
+note saying what they were.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numba
 import numpy as np
 
 # Field kinds of the scanner's schema table.
-IGNORE = 0  # a field number the schema does not list (unknown to this OTLP version, or reserved): skipped
+IGNORE = 0  # a field number the schema does not list (unknown to this OTLP version): skipped
 MSG = 1  # singular embedded message (a repeat merges into the same node, as protobuf does)
 REP_MSG = 2  # repeated embedded message
 VARINT = 3
@@ -32,7 +38,7 @@ FIXED32 = 5
 LEN = 6  # string or bytes
 REP_FIXED64 = 7  # repeated fixed64 / double, packed or not
 REP_VARINT = 8  # repeated varint, packed or not
-REJECT = 9  # a field OTAP cannot represent: conversion fails rather than losing it
+REJECT = 9  # a field OTAP cannot represent (some of older OTLP versions): conversion fails rather than losing it
 
 # The wire types each kind accepts, bit w for wire type w. A listed field of another wire type is an
 # error, not skipped as protobuf parsers do: that is how another signal's request (whose fields share
@@ -125,6 +131,12 @@ class Field:
     name: str  # snake_case proto name, used in error paths
     kind: int
     child: T | None = None
+    # REJECT: what the field is, appended to the error ("IntGauge (Metric field 4), deprecated in ...")
+    note: str = ""
+    # a field past MAX_FIELD read only when its message holds no field `unless` (0: always read); the
+    # scanner looks for that field when it enters the message (of a repeated field: singular message
+    # fields given twice merge, and each occurrence would be looked at alone)
+    unless: int = 0
 
 
 def _kv(any_type: T) -> dict[int, Field]:
@@ -159,8 +171,31 @@ def _exemplar(kv: T) -> dict[int, Field]:
     }
 
 
-def _res_x(scope_x_name: str) -> dict[int, Field]:
-    return {1: Field("resource", MSG, T.RESOURCE), 2: Field(scope_x_name, REP_MSG, T.SCOPE_X), 3: Field("schema_url", LEN)}
+# Field numbers past MAX_FIELD that the scanner reads (one per message type at most) land in this
+# spare column of the schema table; their tokens are keyed with it.
+HIGH_SLOT = MAX_FIELD - 1
+
+
+def slot(number: int) -> int:
+    """The schema-table column (and token key offset) of a field number."""
+    return number if number < MAX_FIELD else HIGH_SLOT
+
+
+def _res_x(scope_x_name: str, legacy_name: str) -> dict[int, Field]:
+    return {
+        1: Field("resource", MSG, T.RESOURCE),
+        2: Field(scope_x_name, REP_MSG, T.SCOPE_X),
+        3: Field("schema_url", LEN),
+        # instrumentation_library_{spans,logs,metrics} of OTLP 0.15-0.18 (reserved since 0.19): the
+        # InstrumentationLibraryX messages are wire-identical to ScopeX. As those protos ask of
+        # receivers (and the Collector's MigrateTraces/Logs/Metrics do), they are read as ScopeX
+        # when the ResourceX holds no field 2, and ignored as the duplicate copy otherwise.
+        1000: Field(legacy_name, REP_MSG, T.SCOPE_X, unless=2),
+    }
+
+
+def _removed(what: str, deprecated: str, removed: str) -> str:
+    return f"{what}, deprecated in OTLP {deprecated} and removed in {removed}"
 
 
 MESSAGES: dict[T, dict[int, Field]] = {
@@ -189,6 +224,7 @@ MESSAGES: dict[T, dict[int, Field]] = {
         9: Field("trace_id", LEN),
         10: Field("span_id", LEN),
         12: Field("event_name", LEN),
+        4: Field("name", REJECT, note=_removed("LogRecord.name (field 4)", "0.14", "0.16")),
     },
     T.KV_LOG: _kv(T.ANY_LOG),
     T.SPAN: {
@@ -237,6 +273,12 @@ MESSAGES: dict[T, dict[int, Field]] = {
         10: Field("exponential_histogram", MSG, T.EXP_HISTOGRAM),
         11: Field("summary", MSG, T.SUMMARY),
         12: Field("metadata", REP_MSG, T.KV_METRIC),
+        # the integer metric types OTLP 0.8 deprecated (for Gauge / Sum of as_int points and for
+        # Histogram); their points differ (StringKeyValue labels, IntHistogram's integer sum), so
+        # no conversion is exact
+        4: Field("int_gauge", REJECT, note=_removed("IntGauge (Metric field 4)", "0.8", "0.12")),
+        6: Field("int_sum", REJECT, note=_removed("IntSum (Metric field 6)", "0.8", "0.12")),
+        8: Field("int_histogram", REJECT, note=_removed("IntHistogram (Metric field 8)", "0.8", "0.12")),
     },
     T.KV_METRIC: _kv(T.ANY_METRIC),
     T.GAUGE: {1: Field("data_points", REP_MSG, T.NDP)},
@@ -319,6 +361,12 @@ SIGNAL_LAYOUT = {
     "traces": ("resource_spans", "scope_spans", "spans", T.SPAN),
     "metrics": ("resource_metrics", "scope_metrics", "metrics", T.METRIC),
 }
+# ResourceX field 1000 of OTLP 0.15-0.18
+LEGACY_SCOPE_X = {
+    "logs": "instrumentation_library_logs",
+    "traces": "instrumentation_library_spans",
+    "metrics": "instrumentation_library_metrics",
+}
 
 
 def messages_for(signal: str) -> dict[T, dict[int, Field]]:
@@ -326,7 +374,7 @@ def messages_for(signal: str) -> dict[T, dict[int, Field]]:
     res_name, scope_name, items_name, item_type = SIGNAL_LAYOUT[signal]
     table = dict(MESSAGES)
     table[T.REQUEST] = {1: Field(res_name, REP_MSG, T.RES_X)}
-    table[T.RES_X] = _res_x(scope_name)
+    table[T.RES_X] = _res_x(scope_name, LEGACY_SCOPE_X[signal])
     table[T.SCOPE_X] = {
         1: Field("scope", MSG, T.SCOPE),
         2: Field(items_name, REP_MSG, item_type),
@@ -353,16 +401,33 @@ def message_depths(signal: str) -> dict[T, int]:
     return depths
 
 
-def schema_arrays(signal: str) -> tuple[np.ndarray, np.ndarray]:
-    """(kinds, children) int8 arrays of shape (N_TYPES, MAX_FIELD) for the scanner."""
+@dataclass(frozen=True)
+class Schema:
+    """The scanner's view of one signal's message table."""
+
+    kinds: np.ndarray  # int8 (N_TYPES, MAX_FIELD): field kind per message type and slot
+    children: np.ndarray  # int8 (N_TYPES, MAX_FIELD): child message type, -1 for none
+    high: np.ndarray  # int64 (N_TYPES,): the field number read into HIGH_SLOT, 0 for none
+    unless: np.ndarray  # int64 (N_TYPES,): the HIGH_SLOT field is skipped when the message holds this one (0: never)
+
+
+def schema_arrays(signal: str) -> Schema:
+    """The scanner's arrays of one signal's message table."""
     kinds = np.zeros((N_TYPES, MAX_FIELD), np.int8)
     children = np.full((N_TYPES, MAX_FIELD), -1, np.int8)
+    high = np.zeros(N_TYPES, np.int64)
+    unless = np.zeros(N_TYPES, np.int64)
     for t, fields in messages_for(signal).items():
         for number, f in fields.items():
-            kinds[t, number] = f.kind
+            column = slot(number)
+            assert kinds[t, column] == IGNORE, f"{t.name} field {number}: its slot is taken"
+            assert f.unless == 0 or number >= MAX_FIELD, "only a high field may be conditional"
+            kinds[t, column] = f.kind
             if f.child is not None:
-                children[t, number] = f.child
-    return kinds, children
+                children[t, column] = f.child
+            if number >= MAX_FIELD:
+                high[t], unless[t] = number, f.unless
+    return Schema(kinds, children, high, unless)
 
 
 # Scanner error codes (err[0]); err[1] = byte offset, err[2] = node, err[3] = field number,
@@ -410,14 +475,61 @@ def _jit(fn):  # type: ignore[no-untyped-def]
         return numba.njit(cache=False, nogil=True)(fn)
 
 
+@_jit
+def _holds_field(data, pos, end, wanted):  # type: ignore[no-untyped-def]
+    """Whether the message in data[pos:end] holds field `wanted` at its top level: a walk over its
+    tags that skips every value. It stops (False) at anything malformed, which the scan then meets
+    and reports on its own walk over the same tags."""
+    while pos < end:
+        tag = np.uint64(0)
+        shift = 0
+        while True:
+            if pos >= end or shift >= 70:
+                return False
+            b = data[pos]
+            pos += 1
+            tag |= np.uint64(b & 0x7F) << np.uint64(shift)
+            if b < 0x80:
+                break
+            shift += 7
+        if np.int64(tag >> np.uint64(3)) == wanted:
+            return True
+        wt = np.int64(tag & np.uint64(7))
+        if wt == 1:
+            pos += 8
+        elif wt == 5:
+            pos += 4
+        elif wt == 0 or wt == 2:
+            value = np.uint64(0)
+            shift = 0
+            while True:
+                if pos >= end or shift >= 70:
+                    return False
+                b = data[pos]
+                pos += 1
+                value |= np.uint64(b & 0x7F) << np.uint64(shift)
+                if b < 0x80:
+                    break
+                shift += 7
+            if wt == 2:
+                if value > np.uint64(end - pos):
+                    return False
+                pos += np.int64(value)
+        else:
+            return False
+    return False
+
+
 # The varint and fixed-width reads stay inline in the loop below: factoring them into njit helpers
 # (tried, even with inline='always') made a scan of a 5,000-log request 40-150% slower.
 @_jit
-def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err):  # type: ignore[no-untyped-def]
+def _scan(data, kinds, children, high, unless, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err):  # type: ignore[no-untyped-def]
     n = data.shape[0]
     type_count = np.zeros(kinds.shape[0], np.int32)
     st_end = np.empty(MAX_DEPTH, np.int64)
     st_node = np.empty(MAX_DEPTH, np.int32)
+    # per depth: the message there holds its `unless` field, so its high field is a skipped copy
+    skip_high = np.zeros(MAX_DEPTH, np.bool_)
     last_child = np.full((MAX_DEPTH, MAX_FIELD), -1, np.int32)
     depth = 0
     st_end[0] = n
@@ -464,7 +576,16 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
             err[1] = pos
             err[2] = node
             return nn, nt
-        kind = kinds[t, field] if field < MAX_FIELD else 0
+        column = field  # the field's slot in the schema table and its token key
+        if field < MAX_FIELD:
+            kind = kinds[t, field]
+        elif field == high[t]:
+            column = HIGH_SLOT
+            kind = kinds[t, HIGH_SLOT]
+            if wt == 2 and skip_high[depth]:
+                kind = IGNORE
+        else:
+            kind = IGNORE
         if not (WIRE_TYPES_OF_KIND[kind] >> wt) & 1:
             if kind == REJECT:
                 err[0] = ERR_REJECTED
@@ -519,21 +640,21 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
             for i in range(width):
                 value |= np.uint64(data[pos + i]) << np.uint64(8 * i)
             pos += width
-        key = t * MAX_FIELD + field
+        key = t * MAX_FIELD + column
         if kind in (MSG, REP_MSG):  # wire type 2, checked above
             child = -1
             if kind == MSG:
-                child = last_child[depth, field]
+                child = last_child[depth, column]
             if child < 0:
                 child = nn
                 nn += 1
-                ct = children[t, field]
+                ct = children[t, column]
                 node_type[child] = ct
                 node_parent[child] = node
                 node_rank[child] = type_count[ct]
                 type_count[ct] += 1
                 if kind == MSG:
-                    last_child[depth, field] = child
+                    last_child[depth, column] = child
             tok_key[nt] = key
             tok_node[nt] = node
             tok_val[nt] = child
@@ -550,6 +671,9 @@ def _scan(data, kinds, children, node_type, node_parent, node_rank, tok_key, tok
             st_node[depth] = child
             for i in range(MAX_FIELD):
                 last_child[depth, i] = -1
+            if high[node_type[child]] != 0:
+                u = unless[node_type[child]]
+                skip_high[depth] = u != 0 and _holds_field(data, pos, pos + length, u)
             continue
         if wt != 2:
             if kind != IGNORE:  # a varint or fixed scalar, or one unpacked element of a repeated one
@@ -636,7 +760,7 @@ def scan(data: bytes | bytearray | memoryview, signal: str) -> Scan:
     """Scan one serialized export request of `signal`."""
     buf = np.frombuffer(data, np.uint8)
     n = buf.shape[0]
-    kinds, children = _SCHEMAS[signal]
+    schema = _SCHEMAS[signal]
     node_type = np.empty(n // 2 + 2, np.int8)
     node_parent = np.empty(n // 2 + 2, np.int32)
     node_rank = np.empty(n // 2 + 2, np.int32)
@@ -645,7 +769,10 @@ def scan(data: bytes | bytearray | memoryview, signal: str) -> Scan:
     tok_val = np.empty(n + 1, np.int64)
     tok_len = np.empty(n + 1, np.int32)
     err = np.zeros(5, np.int64)
-    nn, nt = _scan(buf, kinds, children, node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err)
+    nn, nt = _scan(
+        buf, schema.kinds, schema.children, schema.high, schema.unless,
+        node_type, node_parent, node_rank, tok_key, tok_node, tok_val, tok_len, err,
+    )
     return Scan(
         buf,
         node_type[:nn],
