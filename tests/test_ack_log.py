@@ -284,7 +284,7 @@ def test_close_reports_a_disk_failure_of_the_log_again_but_not_a_write_a_signal_
     finally:
         sys.settrace(None)
     if isinstance(failure, OSError):
-        with pytest.raises(QuiverError, match="failed earlier .*Input/output error"):
+        with pytest.raises(QuiverError, match=r"failed earlier .*Input/output error"):
             reg.close()
     else:
         reg.close()
