@@ -9,8 +9,10 @@ ignored their keys, so their data vanished without an error:
 * Metric fields 4, 6, 8 (IntGauge, IntSum, IntHistogram; OTLP 0.8-0.11) and LogRecord field 4
   (`name`; OTLP 0.14-0.15): refused. The metric converted without points, the record without
   its name.
+* Status field 1, `deprecated_code` (OTLP 0.6-0.11): read for the receiver rule of those protos
+  (code UNSET and deprecated_code not OK -> ERROR). An old sender's error span converted as UNSET.
 * The OTLP/JSON keys of the same fields (`instrumentationLibrarySpans`, `intGauge`, a log
-  record's `name`, ...).
+  record's `name`, a status's `deprecatedCode`, ...).
 
 The legacy requests are built from current messages with a protobuf wire helper: legacy field
 1000 entries are the serialized ScopeX messages under tag 1000.
@@ -347,3 +349,193 @@ def test_json_errors_inside_old_keys_name_them() -> None:
     with pytest.raises(ConversionError, match=r"^resourceLogs\[0\]\.instrumentationLibraryLogs: invalid OTLP/JSON: "
                                               r"expected a list, got dict$"):
         from_otlp_json({"resourceLogs": [{"instrumentationLibraryLogs": {}}]})
+
+
+# ---- Status.deprecated_code (field 1, OTLP 0.6-0.11) ---------------------------------------------
+#
+# The receiver rule of the 0.6-0.11 trace.proto: "If code==STATUS_CODE_UNSET then the value of
+# `deprecated_code` is the carrier of the overall status": OK -> UNSET, anything else -> ERROR; "If
+# code!=STATUS_CODE_UNSET then the value of `deprecated_code` MUST be ignored". Before, field 1 was
+# skipped as unknown, so an old sender's error span converted as UNSET.
+
+UNSET, OK, ERROR = 0, 1, 2
+_SPAN = _field(1, 2, bytes(range(1, 17))) + _field(2, 2, bytes(range(1, 9))) + _field(5, 2, b"GET /")
+
+
+def _status(deprecated: list[int], code: int | None = None, message: bytes = b"", code_first: bool = False) -> bytes:
+    """Status bytes: field 1 once per `deprecated` value (int32, negatives as 10-byte varints)."""
+    old = b"".join(_field(1, 0, _varint(v & (1 << 64) - 1)) for v in deprecated)
+    new = (_field(2, 2, message) if message else b"") + (b"" if code is None else _field(3, 0, _varint(code)))
+    return new + old if code_first else old + new
+
+
+def _span_request(*statuses: bytes, legacy_scope: bool = False) -> bytes:
+    """A traces request of one span whose field 15 is given once per `statuses` (they merge)."""
+    span = _SPAN + b"".join(_field(15, 2, s) for s in statuses)
+    return _field(1, 2, _field(1000 if legacy_scope else 2, 2, _field(2, 2, span)))
+
+
+def _status_of(data: bytes | dict[str, Any]) -> dict[str, Any] | None:
+    bundle = from_otlp_json(data) if isinstance(data, dict) else from_otlp(data, "traces")
+    status: dict[str, Any] | None = bundle[PayloadType.SPANS].column("status").to_pylist()[0]
+    return status
+
+
+DEPRECATED_CASES = [
+    # (deprecated_code values in order, code, expected code)
+    ([2], None, ERROR),  # DEPRECATED_STATUS_CODE_UNKNOWN_ERROR, the one new senders wrote for ERROR
+    ([1], None, ERROR),  # CANCELLED
+    ([16], None, ERROR),  # UNAUTHENTICATED, the last named one
+    ([99], None, ERROR),  # not named in the enum, still not OK
+    ([-1], None, ERROR),
+    ([2], UNSET, ERROR),  # code written as 0 is UNSET too
+    ([0], None, UNSET),  # OK -> UNSET
+    ([1 << 32], None, UNSET),  # an int32 keeps the low 32 bits: 0, OK
+    ([0], OK, OK),
+    ([2], OK, OK),  # code set: deprecated_code is ignored
+    ([0], ERROR, ERROR),
+    ([13], ERROR, ERROR),
+    ([2, 0], None, UNSET),  # the last occurrence counts, as protobuf reads a singular field
+    ([0, 2], None, ERROR),
+]
+
+
+@pytest.mark.parametrize(("deprecated", "code", "expected"), DEPRECATED_CASES)
+@pytest.mark.parametrize("code_first", [False, True])
+def test_deprecated_status_code_by_the_rule_of_the_old_protos(
+    deprecated: list[int], code: int | None, expected: int, code_first: bool
+) -> None:
+    data = _span_request(_status(deprecated, code, b"upstream reset", code_first))
+    want = {"code": expected or None, "status_message": "upstream reset"}  # the message stays as it is
+    assert _status_of(data) == want
+    assert _status_of(_span_request(_status(deprecated, code, b"upstream reset", code_first), legacy_scope=True)) == want
+    bundle = from_otlp(data)  # the signal is inferred: field 1 of Status counts as known
+    assert bundle == from_otlp(data, "traces")
+    parsed = ExportTraceServiceRequest.FromString(data)  # field 1 is an unknown field of the current Status
+    assert from_otlp(parsed) == bundle
+    assert to_otlp(bundle) == normalize_otlp(parsed)  # normalisation 9 applies the same rule
+    assert normalize_otlp(parsed).resource_spans[0].scope_spans[0].spans[0].status.code == expected
+
+
+def test_a_deprecated_ok_status_alone_is_the_default_status() -> None:
+    data = _span_request(_status([0]))
+    assert _status_of(data) is None
+    assert to_otlp(from_otlp(data)) == normalize_otlp(ExportTraceServiceRequest.FromString(data))
+
+
+def test_status_given_twice_merges_before_the_rule() -> None:
+    """A singular message field given twice is merged by protobuf: field 1 of one occurrence and field 3
+    of the other belong to one Status."""
+    assert _status_of(_span_request(_status([2]), _status([], OK))) == {"code": OK, "status_message": None}
+    assert _status_of(_span_request(_status([], OK), _status([2]))) == {"code": OK, "status_message": None}
+    assert _status_of(_span_request(_status([], UNSET), _status([2]))) == {"code": ERROR, "status_message": None}
+    assert _status_of(_span_request(_status([2]), _status([0]))) is None
+
+
+@pytest.mark.parametrize("wire_type", [1, 2, 5])
+def test_a_mistyped_deprecated_code_is_refused(wire_type: int) -> None:
+    value = {1: bytes(8), 2: b"\x02", 5: bytes(4)}[wire_type]
+    data = _span_request(_field(1, wire_type, value))
+    with pytest.raises(ConversionError) as caught:
+        from_otlp(data, "traces")
+    path = "resource_spans[0].scope_spans[0].spans[0].status.deprecated_code"
+    assert caught.value.field == path
+    assert re.match(rf"{re.escape(path)}: protobuf wire type {wire_type} .*declared as a varint", str(caught.value))
+
+
+@given(st.data())
+@FAST
+def test_deprecated_code_added_to_any_traces_request(data: st.DataObject) -> None:
+    """Every span of a generated request gets a Status field 1 (or none); the result is the request
+    with each code set by the rule."""
+    msg = data.draw(traces_requests())
+    expected = copy.deepcopy(msg)
+    out = b""
+    for rx, rx_exp in zip(msg.resource_spans, expected.resource_spans):
+        body = copy.deepcopy(rx)
+        body.ClearField("scope_spans")
+        scopes = b""
+        for sx, sx_exp in zip(rx.scope_spans, rx_exp.scope_spans):
+            head = copy.deepcopy(sx)
+            head.ClearField("spans")
+            spans = b""
+            for span, span_exp in zip(sx.spans, sx_exp.spans):
+                deprecated = data.draw(st.lists(st.integers(-(1 << 31), (1 << 31) - 1) | st.sampled_from([0, 2]), max_size=2))
+                spans += _field(2, 2, span.SerializeToString() + _field(15, 2, _status(deprecated)))
+                if deprecated and deprecated[-1] != 0 and span.status.code == UNSET:
+                    span_exp.status.code = ERROR
+            scopes += _field(2, 2, head.SerializeToString() + spans)
+        out += _field(1, 2, body.SerializeToString() + scopes)
+    assert from_otlp(out, "traces") == from_otlp(expected)
+
+
+# ---- OTLP/JSON: deprecatedCode ---------------------------------------------------------------------
+
+
+def _span_json(status: dict[str, Any], legacy_scope: bool = False) -> dict[str, Any]:
+    span = {"traceId": "01" * 16, "spanId": "02" * 8, "name": "GET /", "status": status}
+    return {"resourceSpans": [{"instrumentationLibrarySpans" if legacy_scope else "scopeSpans": [{"spans": [span]}]}]}
+
+
+@pytest.mark.parametrize(("deprecated", "code", "expected"), [c for c in DEPRECATED_CASES if len(c[0]) == 1 and c[0][0] < 1 << 31])
+@pytest.mark.parametrize("snake", [False, True])
+def test_json_deprecated_code_by_the_same_rule(deprecated: list[int], code: int | None, expected: int, snake: bool) -> None:
+    key = "deprecated_code" if snake else "deprecatedCode"
+    status: dict[str, Any] = {key: deprecated[0], "message": "upstream reset"}
+    if code is not None:
+        status["code"] = code
+    want = {"code": expected or None, "status_message": "upstream reset"}
+    assert _status_of(_span_json(status)) == want
+    assert _status_of(_span_json(status, legacy_scope=True)) == want
+    assert _status_of(_span_json({**status, key: float(deprecated[0])})) == want  # an integral JSON number
+
+
+@pytest.mark.parametrize(
+    ("deprecated", "code", "expected"),
+    [
+        ("DEPRECATED_STATUS_CODE_UNKNOWN_ERROR", None, ERROR),
+        ("DEPRECATED_STATUS_CODE_NOT_FOUND", "STATUS_CODE_UNSET", ERROR),
+        ("DEPRECATED_STATUS_CODE_OK", None, UNSET),
+        ("DEPRECATED_STATUS_CODE_INTERNAL_ERROR", "STATUS_CODE_OK", OK),
+        ("DEPRECATED_STATUS_CODE_OK", "STATUS_CODE_ERROR", ERROR),
+        (None, None, UNSET),  # null is absent
+    ],
+)
+def test_json_deprecated_code_by_name(deprecated: str | None, code: str | None, expected: int) -> None:
+    status: dict[str, Any] = {"deprecatedCode": deprecated, "message": "m"}
+    if code is not None:
+        status["code"] = code
+    assert _status_of(_span_json(status)) == {"code": expected or None, "status_message": "m"}
+
+
+@pytest.mark.parametrize("value", ["STATUS_CODE_ERROR", "BOGUS", "2", 1.5, True, [], {}, 1 << 31, -(1 << 31) - 1])
+def test_json_deprecated_code_that_is_no_enum_value_is_refused(value: Any) -> None:
+    with pytest.raises(ConversionError) as caught:
+        from_otlp_json(_span_json({"deprecatedCode": value, "code": 1}))
+    assert caught.value.field == "resourceSpans[0].scopeSpans[0].spans[0].status.deprecatedCode"
+    assert str(caught.value).endswith(f"unknown enum value {value!r}")
+
+
+def test_json_deprecated_code_under_both_spellings_is_refused() -> None:
+    with pytest.raises(ConversionError, match="deprecatedCode and deprecated_code name the same field"):
+        from_otlp_json(_span_json({"deprecatedCode": 2, "deprecated_code": 2}))
+
+
+@given(st.data())
+@FAST
+def test_json_deprecated_code_of_any_traces_request(data: st.DataObject) -> None:
+    """JSON of a generated request with a deprecatedCode added to some statuses reads as the
+    protobuf bytes with the same field 1 do."""
+    msg = data.draw(traces_requests())
+    doc = _json_of(msg)
+    expected = copy.deepcopy(msg)
+    for rx_doc, rx in zip(doc.get("resourceSpans", []), expected.resource_spans):
+        for sx_doc, sx in zip(rx_doc.get("scopeSpans", []), rx.scope_spans):
+            for span_doc, span in zip(sx_doc.get("spans", []), sx.spans):
+                deprecated = data.draw(st.none() | st.integers(-(1 << 31), (1 << 31) - 1) | st.sampled_from([0, 2]))
+                if deprecated is None:
+                    continue
+                span_doc.setdefault("status", {})["deprecatedCode"] = deprecated
+                if deprecated != 0 and span.status.code == UNSET:
+                    span.status.code = ERROR
+    assert from_otlp_json(doc, "traces") == from_otlp(expected)

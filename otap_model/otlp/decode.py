@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, ResourceMetrics, ScopeMetrics
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Status
 
 from ..bundle import OtapBundle
 from ..errors import ConversionError
@@ -85,29 +85,30 @@ def as_signal(signal: Signal | str) -> Signal:
         raise ConversionError(f"signal={signal!r} is not a signal; expected one of {names}") from None
 
 
-# Field numbers the current protos reserve but older senders write (see wire.py), by message: the
-# message type legacy field 1000 holds, or None for a field the decoder rejects naming it. A request
-# holding them still has a signal, so that the decoder reads or refuses them.
-_LEGACY_FIELDS: dict[str, dict[int, type[Message] | None]] = {
-    ResourceLogs.DESCRIPTOR.full_name: {1000: ScopeLogs},
-    ResourceSpans.DESCRIPTOR.full_name: {1000: ScopeSpans},
-    ResourceMetrics.DESCRIPTOR.full_name: {1000: ScopeMetrics},
-    LogRecord.DESCRIPTOR.full_name: {4: None},
-    Metric.DESCRIPTOR.full_name: {4: None, 6: None, 8: None},
+# Field numbers the current protos reserve but older senders write (see wire.py), by message: their
+# wire type and the message type legacy field 1000 holds, or None for a scalar or a field the decoder
+# rejects naming it. A request holding them still has a signal, so that the decoder reads or refuses them.
+_LEGACY_FIELDS: dict[str, dict[int, tuple[int, type[Message] | None]]] = {
+    ResourceLogs.DESCRIPTOR.full_name: {1000: (2, ScopeLogs)},
+    ResourceSpans.DESCRIPTOR.full_name: {1000: (2, ScopeSpans)},
+    ResourceMetrics.DESCRIPTOR.full_name: {1000: (2, ScopeMetrics)},
+    LogRecord.DESCRIPTOR.full_name: {4: (2, None)},
+    Metric.DESCRIPTOR.full_name: {4: (2, None), 6: (2, None), 8: (2, None)},
+    Status.DESCRIPTOR.full_name: {1: (0, None)},  # deprecated_code, a varint
 }
 
 
 def infer_signal(data: bytes | bytearray | memoryview) -> Signal:
     """The one signal whose request type parses `data` with no unknown or mistyped fields (the
-    legacy fields of `_LEGACY_FIELDS` count as known, with their old wire type: 2)."""
+    legacy fields of `_LEGACY_FIELDS` count as known, with their old wire type)."""
     from google.protobuf.unknown_fields import UnknownFieldSet
 
     def clean(msg: Message, depth: int = 0) -> bool:
         legacy = _LEGACY_FIELDS.get(msg.DESCRIPTOR.full_name, {})
         for i, unknown in enumerate(UnknownFieldSet(msg)):
-            if unknown.field_number not in legacy or unknown.wire_type != 2:
+            if unknown.field_number not in legacy or unknown.wire_type != legacy[unknown.field_number][0]:
                 return False
-            holds = legacy[unknown.field_number]
+            holds = legacy[unknown.field_number][1]
             if holds is not None and i < 20:
                 try:
                     copy = holds.FromString(unknown.data)
@@ -325,6 +326,19 @@ def _logs(tk: Tokens) -> dict[PayloadType, pa.RecordBatch]:
 
 # ---- traces ------------------------------------------------------------------------------------
 
+STATUS_CODE_ERROR = 2
+
+
+def _status_code(tk: Tokens, n_status: int) -> np.ndarray:
+    """Status.code per Status node, with the receiver rule of the OTLP 0.6-0.11 protos for
+    `deprecated_code` (field 1, reserved since 0.12): if code is STATUS_CODE_UNSET and
+    deprecated_code is not DEPRECATED_STATUS_CODE_OK (0), the status is STATUS_CODE_ERROR; a code
+    other than UNSET is the sole carrier of the status. The enum is an int32 (the low 32 bits of
+    the varint, as protobuf reads it); any value but 0 counts, named in that enum or not."""
+    code = tk.enum(T.STATUS, 3, n_status, STATUS_CODE_ERROR, "StatusCode")
+    deprecated_not_ok = tk.u32(T.STATUS, 1, n_status) != 0
+    return np.where((code == 0) & deprecated_not_ok, np.int32(STATUS_CODE_ERROR), code)
+
 
 def _traces(tk: Tokens) -> dict[PayloadType, pa.RecordBatch]:
     n, cols, tables = _envelope(tk, T.SPAN, "traces")
@@ -335,7 +349,7 @@ def _traces(tk: Tokens) -> dict[PayloadType, pa.RecordBatch]:
     start = tk.value(T.SPAN, 7, n)
     end = tk.value(T.SPAN, 8, n)
     n_status = tk.nodes(T.STATUS).size
-    code = _lift(tk, T.STATUS, T.SPAN, tk.enum(T.STATUS, 3, n_status, 2, "StatusCode"), n)
+    code = _lift(tk, T.STATUS, T.SPAN, _status_code(tk, n_status), n)
     msg_s, msg_l = (_lift(tk, T.STATUS, T.SPAN, a, n) for a in tk.spans(T.STATUS, 2, n_status))
     status = _struct(
         P.SPANS,

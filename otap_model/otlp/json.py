@@ -12,7 +12,9 @@ protobuf decoder does not ignore their field numbers (wire.py): ``instrumentatio
 ``instrumentationLibrary`` as its ``scope`` and, in logs before OTLP 0.12, ``logs`` as its
 ``logRecords``, when the resource has no ScopeX; they are dropped as its duplicate copy
 otherwise (OTLP 0.15-0.18 ask that of JSON receivers). A log record's ``name`` and a metric's
-``intGauge`` / ``intSum`` / ``intHistogram`` are refused with the decoder's message.
+``intGauge`` / ``intSum`` / ``intHistogram`` are refused with the decoder's message. A span
+status's ``deprecatedCode`` (OTLP 0.6-0.11) is read by the receiver rule of those protos: with
+``code`` UNSET, any value but ``DEPRECATED_STATUS_CODE_OK`` (0) makes the code ERROR.
 """
 
 from __future__ import annotations
@@ -229,6 +231,8 @@ def _legacy(doc: dict[str, Any], sig: Signal) -> None:
         for key, entries, keys in scopes:
             for j, sx in enumerate(entries if isinstance(entries, list) else ()):
                 _refuse_removed(sx, sig, keys, f"{where}.{key}[{j}]")
+                if sig is Signal.TRACES:
+                    _deprecated_status_codes(sx, f"{where}.{key}[{j}]")
 
 
 def _adopt_legacy(doc: dict[str, Any], sig: Signal) -> None:
@@ -276,6 +280,69 @@ def _refuse_removed(sx: Any, sig: Signal, item_keys: tuple[str, ...], where: str
             for name, field in removed.items():
                 if item.get(name) is not None:
                     raise ConversionError(f"{ERROR_TEXT[ERR_REJECTED]}: {field.note}", f"{where}.{key}[{k}].{name}")
+
+
+def _deprecated_status_codes(sx: Any, where: str) -> None:
+    """The receiver rule of the OTLP 0.6-0.11 protos for `Status.deprecated_code` (a key the
+    current protos no longer have), in place: if `code` is STATUS_CODE_UNSET (absent, null, 0 or
+    the name) and `deprecatedCode` is not DEPRECATED_STATUS_CODE_OK, `code` becomes
+    STATUS_CODE_ERROR; a code other than UNSET is the sole carrier of the status."""
+    spans = sx.get("spans") if isinstance(sx, dict) else None
+    for k, span in enumerate(spans if isinstance(spans, list) else ()):
+        status = span.get("status") if isinstance(span, dict) else None
+        if not isinstance(status, dict):
+            continue
+        present = [key for key in _DEPRECATED_CODE_KEYS if status.get(key) is not None]
+        if len(present) > 1:
+            raise ConversionError(
+                f"invalid OTLP/JSON: {' and '.join(present)} name the same field", f"{where}.spans[{k}].status"
+            )
+        if not present:
+            continue
+        deprecated = _enum_number(status[present[0]], _DEPRECATED_STATUS_CODES, f"{where}.spans[{k}].status.{present[0]}")
+        if deprecated != 0 and _is_unset(status.get("code")):
+            status["code"] = Status.STATUS_CODE_ERROR
+
+
+_DEPRECATED_CODE_KEYS = ("deprecatedCode", "deprecated_code")
+# Status.DeprecatedStatusCode of OTLP 0.6-0.11 (the gRPC codes): only OK (0) is not an error
+_DEPRECATED_STATUS_CODES = {
+    "DEPRECATED_STATUS_CODE_" + name: number
+    for number, name in enumerate(
+        (
+            "OK", "CANCELLED", "UNKNOWN_ERROR", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+            "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+            "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL_ERROR", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+        )
+    )
+}
+
+
+def _enum_number(value: Any, names: dict[str, int], where: str) -> int:
+    """An enum value given by its name or as an int32 number (an integral JSON number);
+    ConversionError otherwise (a numeric string too, as `_prepare` refuses for the current enums)."""
+    number = None
+    if isinstance(value, str):
+        number = names.get(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if number is None or not -(1 << 31) <= number < 1 << 31:
+        raise ConversionError(f"unknown enum value {value!r}", where)
+    return number
+
+
+def _is_unset(code: Any) -> bool:
+    """Whether a status `code` value reads as STATUS_CODE_UNSET to json_format (its name, or a
+    number int() makes 0); any other value, invalid ones included, is left to `_prepare` and
+    json_format."""
+    if code is None or code == "STATUS_CODE_UNSET":
+        return True
+    try:
+        return not isinstance(code, str) and int(code) == 0
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def _prepare(node: Any, path: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from ..errors import ConversionError
 from .decode import REQUEST_TYPES
@@ -36,6 +37,10 @@ def normalize_otlp(msg: Message) -> Message:
     resources = getattr(out, res_field)
     for i, rx in enumerate(resources):
         _legacy_scopes(rx, scope_field, f"{res_field}[{i}]")  # 8. legacy field 1000 read as ScopeX
+        if items_field == "spans":
+            for sx in getattr(rx, scope_field):
+                for span in sx.spans:
+                    _legacy_status(span)  # 9. Status.deprecated_code by the rule of its protos
     out.DiscardUnknownFields()  # 1. unknown fields have no column
     keep_res = []
     for rx in resources:
@@ -72,6 +77,18 @@ def _legacy_scopes(rx: Any, scope_field: str, path: str) -> None:
         except DecodeError:
             name = "instrumentation_library_" + scope_field.removeprefix("scope_")
             raise ConversionError("not a parsable message", f"{path}.{name}[{i}]") from None
+
+
+def _legacy_status(span: Any) -> None:
+    """9. Status field 1 (deprecated_code of OTLP 0.6-0.11, an unknown field to the current
+    protos): while `code` is STATUS_CODE_UNSET, a deprecated_code other than OK (0) means
+    STATUS_CODE_ERROR, the receiver rule of those protos (the last occurrence counts, as an int32).
+    The field itself is dropped with the unknown fields."""
+    if not span.HasField("status") or span.status.code != Status.STATUS_CODE_UNSET:
+        return
+    values = [f.data for f in UnknownFieldSet(span.status) if f.field_number == 1 and f.wire_type == 0]
+    if values and values[-1] & 0xFFFFFFFF:
+        span.status.code = Status.STATUS_CODE_ERROR
 
 
 def _replace(container: Any, keep: list[Any]) -> None:

@@ -15,8 +15,9 @@ signal and no second (upb-walking) implementation.
 It also lists fields of older OTLP versions that the current protos reserve, so that none is
 skipped as unknown: ResourceX field 1000 (instrumentation_library_*, OTLP 0.15-0.18) is read as
 the ScopeX list unless the ResourceX holds field 2 (its field number lands in the spare slot
-``HIGH_SLOT``), and fields OTAP cannot hold (IntGauge & co., LogRecord.name) are REJECT with a
-note saying what they were.
+``HIGH_SLOT``), fields OTAP cannot hold (IntGauge & co., LogRecord.name) are REJECT with a
+note saying what they were, and Status.deprecated_code (field 1, OTLP 0.6-0.11) is read for the
+receiver rule of its protos (decode.py).
 """
 
 from __future__ import annotations
@@ -262,7 +263,14 @@ MESSAGES: dict[T, dict[int, Field]] = {
         6: Field("flags", FIXED32),
     },
     T.KV_LINK: _kv(T.ANY_LINK),
-    T.STATUS: {2: Field("message", LEN), 3: Field("code", VARINT)},
+    T.STATUS: {
+        2: Field("message", LEN),
+        3: Field("code", VARINT),
+        # OTLP 0.6-0.11 (and `code` before 0.6, the same gRPC-style enum with 0 = OK); reserved
+        # since 0.12. decode.py applies the receiver rule of the 0.6-0.11 protos: while `code` is
+        # UNSET, a deprecated_code other than OK means ERROR
+        1: Field("deprecated_code", VARINT),
+    },
     T.METRIC: {
         1: Field("name", LEN),
         2: Field("description", LEN),
