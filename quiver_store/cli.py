@@ -241,6 +241,7 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
         table.add_row(os.path.relpath(ledger_path, args.path), checked, "[red]CORRUPT" if checked == "-" else "[green]ok")
     spans: dict[int, SegmentSpan] = {}
     bundles: dict[int, int] = {}  # of each readable segment
+    vanished: list[int] = []  # listed, then gone before their read (as inspect and dump skip them)
     for seq in list_segment_seqs(fs, seg_dir) if fs.exists(seg_dir) else []:
         path = segment_path(seg_dir, seq)
         spans[seq] = SegmentSpan(seq, None, None)
@@ -254,6 +255,12 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
             where = "" if exc.path else f"{path}: "
             errors.append(f"{where}{exc}")
             table.add_row(os.path.relpath(path, args.path), "-", "[red]CORRUPT")
+            continue
+        except QuiverError as exc:
+            if not _vanished(fs, seg_dir, seq, exc):
+                raise  # a segment that cannot be read: exit 2, as the help says
+            del spans[seq]  # judged below as a segment absent from the start would be
+            vanished.append(seq)
             continue
         table.add_row(os.path.relpath(path, args.path), f"{n} bundles", "[green]ok")
     acks: AckEvidence | None = None
@@ -279,6 +286,10 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     lost, noted = recorded_absences(seg_dir, spans)
     for name, why in notes + noted:
         table.add_row(name, "-", f"[yellow]{escape(why)}")
+    for seq in vanished:
+        if not _gap_missing(seq, spans, missing):  # else the store still expects it: reported as missing below
+            table.add_row(os.path.relpath(segment_path(seg_dir, seq), args.path), "-",
+                          "[yellow]deleted by the store's retention while verifying; skipped")
     for name, why in missing:
         table.add_row(name, "-", "[red]MISSING")
         errors.append(f"{os.path.join(args.path, name)}: {why}")
@@ -289,6 +300,34 @@ def cmd_verify(args: argparse.Namespace, console: Console, fs: FileSystem) -> in
     for e in errors:
         console.print(f"[red]error:[/red] {escape(e)}", highlight=False, soft_wrap=True)
     return 1 if errors else 0
+
+
+def _vanished(fs: FileSystem, seg_dir: str, seq: int, exc: QuiverError) -> bool:
+    """Whether segment `seq`, listed before, failed to open because it is gone: its file does not
+    exist (ENOENT) and segments/ no longer lists it, as when a live store's retention deletes it
+    between verify's listing and its read. A name still listed (a dangling symlink) is a file that
+    cannot be read."""
+    if getattr(exc, "errno", None) != errno.ENOENT:
+        return False
+    return not fs.exists(seg_dir) or seq not in list_segment_seqs(fs, seg_dir)
+
+
+SEGMENT_ROW = re.compile(r"segments/(\d+)\.qseg")
+
+
+def _gap_missing(seq: int, spans: dict[int, SegmentSpan], missing: list[tuple[str, str]]) -> bool:
+    """Whether find_missing reports the segments missing between the present neighbours of `seq`
+    (it names each such gap by the first segment the evidence says must exist there), or segments/
+    as a whole: then a vanished segment `seq` is part of that damage, not a deletion by the store."""
+    below = max((s for s in spans if s < seq), default=-1)
+    above = min((s for s in spans if s > seq), default=None)
+    for name, _ in missing:
+        if name == "segments/":
+            return True
+        m = SEGMENT_ROW.fullmatch(name)
+        if m and below < int(m.group(1)) and (above is None or int(m.group(1)) < above):
+            return True
+    return False
 
 
 # -- dump ------------------------------------------------------------------------------------------

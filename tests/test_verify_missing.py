@@ -462,3 +462,79 @@ def test_no_crash_image_is_reported_missing(tmp_path, capsys, config):
     finally:
         logging.disable(logging.NOTSET)
     assert checked > 40
+
+
+# -- a segment that vanishes while verify runs ---------------------------------------------------------
+def test_a_segment_retention_deletes_while_verify_runs_is_skipped_as_inspect_and_dump_skip_it(tmp_path, capsys, monkeypatch):
+    """Was: `quiver verify: .../0000000000000000.qseg: opening the segment file failed ([Errno 2] No such
+    file or directory: ...); nothing was read`, exit 2, for a segment a live store's retention deleted
+    between verify's listing and its read, which inspect lists as "deleted by retention while listing"
+    and dump skips with a note, both exit 0. The store deletes it here, through its own retention."""
+    from quiver_store import cli
+
+    store = QuiverStore.open(tmp_path, NO_TICK)
+    sub = store.subscribe("exporter")
+    for s in range(3):
+        store.ingest(bundle(s))
+        store.flush()
+    listed = cli.list_segment_seqs
+
+    def list_then_retain(fs, seg_dir):  # type: ignore[no-untyped-def]
+        seqs = listed(fs, seg_dir)
+        if seqs == [0, 1, 2]:  # verify's listing; then the subscriber acks segment 0 and retention deletes it
+            d = sub.next(timeout=5)
+            assert d is not None and d.segment_seq == 0
+            d.ack()
+            assert segment_seqs(tmp_path) == [1, 2]
+        return seqs
+
+    monkeypatch.setattr(cli, "list_segment_seqs", list_then_retain)
+    try:
+        code = main(["verify", str(tmp_path)])
+        out, err = capsys.readouterr()
+        assert code == 0, out
+        assert err == "note: another process has this store open (its LOCK is held); the files may change while they are read\n"
+        rows = [" ".join(line.replace("│", " ").split()) for line in out.splitlines()]
+        assert "segments/0000000000000000.qseg - deleted by the store's retention while verifying; skipped" in rows
+        assert "error:" not in out and "Errno" not in out
+    finally:
+        store.close()
+    assert_clean(tmp_path, capsys)
+
+
+@pytest.mark.parametrize("subscriber", [False, True], ids=["no-subscriber", "subscriber"])
+def test_a_segment_removed_by_hand_while_verify_runs_is_missing_as_if_absent_from_the_start(tmp_path, capsys, monkeypatch, subscriber):
+    """A segment the store's evidence still expects (next.seq, the ack log) that vanishes between the
+    listing and the read is damage, reported as for a segment absent when verify started (exit 1),
+    not skipped as a retention deletion. (Was: exit 2 on its ENOENT.)"""
+    from quiver_store import cli
+
+    root = store_with_segments(tmp_path, 4, subscriber=subscriber)
+    listed = cli.list_segment_seqs
+
+    def list_then_remove(fs, seg_dir):  # type: ignore[no-untyped-def]
+        seqs = listed(fs, seg_dir)
+        if seg(root, 2).exists():
+            seg(root, 2).unlink()  # by hand, not by the store
+        return seqs
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cli, "list_segment_seqs", list_then_remove)
+        code = main(["verify", str(root)])
+    out, err = capsys.readouterr()
+    errors = [" ".join(line.split()) for line in out.splitlines() if line.startswith("error:")]
+    assert code == 1 and err == "" and "while verifying" not in out
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: {seg(root, 2)}: segment(s) 2 between segments 1 and 3 missing: the ack log registered segment(s) 2")
+    assert (code, errors) == verify(root, capsys)  # what verify says of it once it is absent from the start
+
+
+def test_a_listed_segment_that_cannot_be_opened_for_enoent_is_still_unreadable(tmp_path, capsys):
+    """ENOENT for a name segments/ still lists (a dangling symlink) is a file that cannot be read:
+    exit 2, as before; only a segment gone from the listing counts as deleted while verifying."""
+    root = store_with_segments(tmp_path, 3)
+    seg(root, 1).unlink()
+    seg(root, 1).symlink_to(tmp_path / "nowhere.qseg")
+    assert main(["verify", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"quiver verify: {seg(root, 1)}: opening the segment file failed ([Errno 2]")
