@@ -74,16 +74,19 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
     wal = Table(title=f"WAL of {escape(args.path)}")
     for col in ("file", "size", "header"):
         wal.add_column(col)
+    bad = 0  # damage found: a WAL header QuiverStore.open refuses, a segment that cannot be read
     for _, path in wal_files(fs, wal_dir):
         data = fs.read_file(path)
         try:
             h = decode_header(data[:HEADER_LEN], path)
             desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
         except CorruptionError as exc:
-            desc = f"[red]{escape(str(exc))}"
             reason = _recreated_intact(_open_plan(fs, wal_dir, seg_dir), path)
-            if reason is not None:
+            if reason is not None:  # an active file cut while being created: no entry lost
                 desc = f"[yellow]{escape(str(exc))}: {escape(reason)}; QuiverStore.open recreates it"
+            else:  # recovery refuses to open the store (replay.py _check_header); verify exits 1 on it
+                desc = f"[red]{escape(str(exc))}"
+                bad += 1
         wal.add_row(os.path.basename(path), _size(len(data)), desc)
     point, problem = sidecar.read(fs, wal_dir) if fs.exists(wal_dir) else (None, None)
     wal.caption = f"sidecar: {point}" if point else f"sidecar: {problem or 'none'}"
@@ -98,7 +101,6 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
     schemas: dict[int, list[SegmentInfo]] = {}
     conflicts: dict[int, list[str]] = {}  # slot -> segments whose own streams disagree
     recorded: dict[int, SegmentSpan] = {}  # segments that record WAL sequences no segment holds
-    bad = 0
     for seq in seqs:
         try:
             with SegmentReader.open(segment_path(seg_dir, seq), fs=fs) as reader:
@@ -617,8 +619,8 @@ DESCRIPTION = """Inspect and check a Quiver store (read-only).
 
 exit status:
   0    fine
-  1    damage found (verify, replay, an unreadable segment in inspect, a damaged segment or WAL
-       that stops dump), or standard output cannot be written
+  1    damage found (verify, replay, an unreadable segment or a WAL header that opening refuses in
+       inspect, a damaged segment or WAL that stops dump), or standard output cannot be written
   2    bad arguments, not a store, refused (replay: opening would refuse the store, as
        --recovery strict does on damage), or a file that cannot be read or written: one of the
        store's, or dump's --output directory or a file in it

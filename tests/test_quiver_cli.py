@@ -121,8 +121,8 @@ def test_help_says_what_path_is_the_defaults_and_the_exit_statuses(capsys):
         main(["--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert ("exit status: 0 fine 1 damage found (verify, replay, an unreadable segment in inspect, a damaged segment or "
-            "WAL that stops dump), or standard output cannot be written 2 bad arguments, not a store, refused (replay: "
+    assert ("exit status: 0 fine 1 damage found (verify, replay, an unreadable segment or a WAL header that opening "
+            "refuses in inspect, a damaged segment or WAL that stops dump), or standard output cannot be written 2 bad arguments, not a store, refused (replay: "
             "opening would refuse the store, as --recovery strict does on damage), or a file that cannot be read or "
             "written: one of the store's, or dump's --output directory or a file in it 130 Ctrl-C 141 the reader of a "
             "pipe went away") in text
@@ -1026,3 +1026,38 @@ def test_a_real_write_error_in_a_streamed_arrow_file_names_it(store_dir, tmp_pat
     assert (done.returncode, done.stderr) == (
         2, f"quiver dump: cannot write {out / 'seg0000000000000000_bundle000000_slot00.arrow'}: File too large\n")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("damaged", ["active", "rotated"])
+def test_inspect_exits_1_for_a_damaged_wal_header_as_verify_does(tmp_path, capsys, damaged):
+    """Was: inspect showed the damaged header in red and exited 0, where verify reports it CORRUPT
+    (exit 1) and QuiverStore.open refuses the store (replay.py _check_header; replay: exit 2)."""
+    cfg = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), wal=WalConfig(rotation_size=64 * 1024, preallocate=0))
+    store = QuiverStore.open(tmp_path, cfg)
+    for i in range(12):
+        store.ingest(RecordBundle({0: pa.record_batch({"i": pa.array([i] * 4000, pa.int64())})}))
+    store._abandon()
+    wal = tmp_path / "wal" / ("quiver.wal" if damaged == "active" else "quiver.wal.1")
+    data = bytearray(wal.read_bytes())
+    data[0] ^= 1  # the magic
+    wal.write_bytes(bytes(data))
+    assert main(["verify", str(tmp_path)]) == 1
+    assert f"error: {wal} at offset 0: not a Quiver WAL file" in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert f"{wal.name} " in out and f"{wal} at offset 0: not a Quiver WAL file" in out
+    assert main(["replay", str(tmp_path)]) == 2
+    capsys.readouterr()
+    with pytest.raises(CorruptionError, match="not a Quiver WAL file"):
+        QuiverStore.open(tmp_path, cfg)
+
+
+def test_inspect_of_an_active_wal_cut_while_being_created_still_exits_0(tmp_path, capsys):
+    """A damaged header with nothing but zeros after it is a log QuiverStore.open recreates, losing
+    nothing: yellow, exit 0 (verify: 0 too)."""
+    wal = tmp_path / "wal" / "quiver.wal"
+    wal.parent.mkdir()
+    wal.write_bytes(b"\x5a" * 30 + bytes(64))
+    assert main(["verify", str(tmp_path)]) == 0
+    assert main(["inspect", str(tmp_path)]) == 0
+    assert "QuiverStore.open recreates it" in " ".join(capsys.readouterr().out.replace("│", " ").split())
