@@ -40,6 +40,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otap_model import ConversionError, PayloadType, from_otlp, from_otlp_json, normalize_otlp, to_otlp
 from otap_model.otlp.json import _ids_to_hex, otlp_json_to_message
 
+from .protobuf_wire import field, varint
 from .strategies import logs_requests, metrics_requests, traces_requests
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "otlp-examples"
@@ -58,27 +59,13 @@ REQUESTS = {"logs": logs_requests(), "traces": traces_requests(), "metrics": met
 REJECTED = "field has no OTAP column and cannot be converted without loss"
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, wire_type: int, value: bytes) -> bytes:
-    prefix = _varint(len(value)) if wire_type == 2 else b""
-    return _varint(number << 3 | wire_type) + prefix + value
-
-
 def _fixed64(number: int, value: int) -> bytes:
-    return _field(number, 1, struct.pack("<Q", value))
+    return field(number, 1, struct.pack("<Q", value))
 
 
 def _resource_bytes(rx: Message, scope_field: str, legacy: list[bytes], first: bool) -> bytes:
     """One ResourceX: `rx` as it is, plus field 1000 entries `legacy` before or after its fields."""
-    entries = b"".join(_field(1000, 2, e) for e in legacy)
+    entries = b"".join(field(1000, 2, e) for e in legacy)
     return entries + rx.SerializeToString() if first else rx.SerializeToString() + entries
 
 
@@ -93,7 +80,7 @@ def _legacy_request(msg: Message, signal: str, which: list[bool], first: list[bo
             rx = copy.deepcopy(rx)
             legacy = [sx.SerializeToString() for sx in getattr(rx, scope_field)]
             rx.ClearField(scope_field)
-        out += _field(1, 2, _resource_bytes(rx, scope_field, legacy, first[i % len(first)]))
+        out += field(1, 2, _resource_bytes(rx, scope_field, legacy, first[i % len(first)]))
     return out
 
 
@@ -151,33 +138,33 @@ def test_field_1000_beside_field_2_is_the_ignored_duplicate(signal: str, data: s
     msg = data.draw(REQUESTS[signal])
     other = data.draw(REQUESTS[signal])
     junk = [sx.SerializeToString() for rx in getattr(other, res_field) for sx in getattr(rx, scope_field)]
-    junk.append(_field(2, 2, _field(4, 2, b"removed field")))  # a record holding a refused field
+    junk.append(field(2, 2, field(4, 2, b"removed field")))  # a record holding a refused field
     out = b""
     for rx in getattr(msg, res_field):
         legacy = junk if len(getattr(rx, scope_field)) else []
-        out += _field(1, 2, _resource_bytes(rx, scope_field, legacy, data.draw(st.booleans())))
+        out += field(1, 2, _resource_bytes(rx, scope_field, legacy, data.draw(st.booleans())))
     assert from_otlp(out, signal) == from_otlp(msg)
     assert to_otlp(from_otlp(out, signal)) == normalize_otlp(LAYOUT[signal][0].FromString(out))
 
 
 def test_an_empty_field_2_entry_still_makes_field_1000_the_duplicate() -> None:
     """As in the Collector (`len(rs.ScopeSpans) == 0`): one field-2 entry, even empty, is a ScopeX list."""
-    span = _field(1, 2, bytes(range(1, 17))) + _field(2, 2, bytes(range(1, 9))) + _field(5, 2, b"op")
-    legacy = _field(1000, 2, _field(2, 2, span))
-    assert from_otlp(_field(1, 2, legacy), "traces").num_rows == 1
-    assert from_otlp(_field(1, 2, _field(2, 2, b"") + legacy), "traces").num_rows == 0
-    assert from_otlp(_field(1, 2, legacy + _field(2, 2, b"")), "traces").num_rows == 0
+    span = field(1, 2, bytes(range(1, 17))) + field(2, 2, bytes(range(1, 9))) + field(5, 2, b"op")
+    legacy = field(1000, 2, field(2, 2, span))
+    assert from_otlp(field(1, 2, legacy), "traces").num_rows == 1
+    assert from_otlp(field(1, 2, field(2, 2, b"") + legacy), "traces").num_rows == 0
+    assert from_otlp(field(1, 2, legacy + field(2, 2, b"")), "traces").num_rows == 0
 
 
 def test_errors_inside_field_1000_name_it() -> None:
-    good = _field(1, 2, bytes(16)) + _field(2, 2, bytes(8)) + _field(5, 2, b"a")
-    bad = _field(1, 2, bytes(5)) + _field(2, 2, bytes(8)) + _field(5, 2, b"b")
-    scope = _field(2, 2, good) + _field(2, 2, bad)
-    data = _field(1, 2, _field(1000, 2, b"") + _field(1000, 2, scope))
+    good = field(1, 2, bytes(16)) + field(2, 2, bytes(8)) + field(5, 2, b"a")
+    bad = field(1, 2, bytes(5)) + field(2, 2, bytes(8)) + field(5, 2, b"b")
+    scope = field(2, 2, good) + field(2, 2, bad)
+    data = field(1, 2, field(1000, 2, b"") + field(1000, 2, scope))
     with pytest.raises(ConversionError) as caught:
         from_otlp(data, "traces")
     assert str(caught.value) == "resource_spans[0].instrumentation_library_spans[1].spans[1].trace_id: expected 16 bytes, got 5"
-    mistyped = _field(1, 2, _field(1000, 0, b"\x01"))
+    mistyped = field(1, 2, field(1000, 0, b"\x01"))
     with pytest.raises(ConversionError) as caught:
         from_otlp(mistyped, "logs")
     assert str(caught.value) == (
@@ -189,15 +176,15 @@ def test_errors_inside_field_1000_name_it() -> None:
 # ---- protobuf: removed metric types and LogRecord.name -----------------------------------------
 
 _TIME = _fixed64(3, 1_700_000_000_000_000_000)
-_LABEL = _field(1, 2, _field(1, 2, b"host") + _field(2, 2, b"a"))  # StringKeyValue labels = 1
-_INT_POINT = _LABEL + _TIME + _field(4, 1, struct.pack("<q", -7))  # IntDataPoint, value sfixed64
-_INT_HIST_POINT = (_LABEL + _TIME + _fixed64(4, 3) + _field(5, 1, struct.pack("<q", 12))
-                   + _field(6, 2, struct.pack("<2Q", 1, 2)) + _field(7, 2, struct.pack("<d", 5.0)))
+_LABEL = field(1, 2, field(1, 2, b"host") + field(2, 2, b"a"))  # StringKeyValue labels = 1
+_INT_POINT = _LABEL + _TIME + field(4, 1, struct.pack("<q", -7))  # IntDataPoint, value sfixed64
+_INT_HIST_POINT = (_LABEL + _TIME + _fixed64(4, 3) + field(5, 1, struct.pack("<q", 12))
+                   + field(6, 2, struct.pack("<2Q", 1, 2)) + field(7, 2, struct.pack("<d", 5.0)))
 REMOVED = [
-    ("metrics", 4, _field(1, 2, _INT_POINT), "int_gauge", "IntGauge (Metric field 4), deprecated in OTLP 0.8 and removed in 0.12"),
-    ("metrics", 6, _field(1, 2, _INT_POINT) + _field(2, 0, b"\x02") + _field(3, 0, b"\x01"), "int_sum",
+    ("metrics", 4, field(1, 2, _INT_POINT), "int_gauge", "IntGauge (Metric field 4), deprecated in OTLP 0.8 and removed in 0.12"),
+    ("metrics", 6, field(1, 2, _INT_POINT) + field(2, 0, b"\x02") + field(3, 0, b"\x01"), "int_sum",
      "IntSum (Metric field 6), deprecated in OTLP 0.8 and removed in 0.12"),
-    ("metrics", 8, _field(1, 2, _INT_HIST_POINT) + _field(2, 0, b"\x02"), "int_histogram",
+    ("metrics", 8, field(1, 2, _INT_HIST_POINT) + field(2, 0, b"\x02"), "int_histogram",
      "IntHistogram (Metric field 8), deprecated in OTLP 0.8 and removed in 0.12"),
     ("logs", 4, b"checkout failed", "name", "LogRecord.name (field 4), deprecated in OTLP 0.14 and removed in 0.16"),
 ]
@@ -205,8 +192,8 @@ REMOVED = [
 
 def _item(signal: str, number: int, payload: bytes) -> tuple[bytes, bytes]:
     """(a metric / log record holding the removed field last, that field's bytes)"""
-    removed = _field(number, 2, payload)
-    head = _field(1, 2, b"requests") + _field(3, 2, b"1") if signal == "metrics" else _fixed64(1, 5) + _field(3, 2, b"WARN")
+    removed = field(number, 2, payload)
+    head = field(1, 2, b"requests") + field(3, 2, b"1") if signal == "metrics" else _fixed64(1, 5) + field(3, 2, b"WARN")
     return head + removed, removed
 
 
@@ -218,7 +205,7 @@ def test_removed_fields_are_refused_saying_what_they_are(
     """Before: the metric converted with no points (metric_type 0), the record without its name."""
     request_type, res_field, scope_field, legacy_field, _ = LAYOUT[signal]
     item, removed = _item(signal, number, payload)
-    data = _field(1, 2, _field(1000 if legacy_scope else 2, 2, _field(2, 2, item)))
+    data = field(1, 2, field(1000 if legacy_scope else 2, 2, field(2, 2, item)))
     offset = len(data) - len(removed) + 1  # the byte after the field's one-byte tag
     items = "metrics" if signal == "metrics" else "log_records"
     path = f"{res_field}[0].{legacy_field if legacy_scope else scope_field}[0].{items}[0].{name}"
@@ -236,7 +223,7 @@ def test_removed_fields_are_refused_saying_what_they_are(
 def test_a_log_record_name_is_refused_without_signal_too() -> None:
     """Before: 'cannot infer the signal ...: they fit no OTLP request types'."""
     item, _ = _item("logs", 4, b"n")
-    data = _field(1, 2, _field(2, 2, _field(2, 2, item)))
+    data = field(1, 2, field(2, 2, field(2, 2, item)))
     with pytest.raises(ConversionError, match=r"^resource_logs\[0\]\.scope_logs\[0\]\.log_records\[0\]\.name: "
                                               r"field has no OTAP column .*: LogRecord\.name \(field 4\)"):
         from_otlp(data)
@@ -359,20 +346,20 @@ def test_json_errors_inside_old_keys_name_them() -> None:
 # skipped as unknown, so an old sender's error span converted as UNSET.
 
 UNSET, OK, ERROR = 0, 1, 2
-_SPAN = _field(1, 2, bytes(range(1, 17))) + _field(2, 2, bytes(range(1, 9))) + _field(5, 2, b"GET /")
+_SPAN = field(1, 2, bytes(range(1, 17))) + field(2, 2, bytes(range(1, 9))) + field(5, 2, b"GET /")
 
 
 def _status(deprecated: list[int], code: int | None = None, message: bytes = b"", code_first: bool = False) -> bytes:
     """Status bytes: field 1 once per `deprecated` value (int32, negatives as 10-byte varints)."""
-    old = b"".join(_field(1, 0, _varint(v & (1 << 64) - 1)) for v in deprecated)
-    new = (_field(2, 2, message) if message else b"") + (b"" if code is None else _field(3, 0, _varint(code)))
+    old = b"".join(field(1, 0, varint(v & (1 << 64) - 1)) for v in deprecated)
+    new = (field(2, 2, message) if message else b"") + (b"" if code is None else field(3, 0, varint(code)))
     return new + old if code_first else old + new
 
 
 def _span_request(*statuses: bytes, legacy_scope: bool = False) -> bytes:
     """A traces request of one span whose field 15 is given once per `statuses` (they merge)."""
-    span = _SPAN + b"".join(_field(15, 2, s) for s in statuses)
-    return _field(1, 2, _field(1000 if legacy_scope else 2, 2, _field(2, 2, span)))
+    span = _SPAN + b"".join(field(15, 2, s) for s in statuses)
+    return field(1, 2, field(1000 if legacy_scope else 2, 2, field(2, 2, span)))
 
 
 def _status_of(data: bytes | dict[str, Any]) -> dict[str, Any] | None:
@@ -435,7 +422,7 @@ def test_status_given_twice_merges_before_the_rule() -> None:
 @pytest.mark.parametrize("wire_type", [1, 2, 5])
 def test_a_mistyped_deprecated_code_is_refused(wire_type: int) -> None:
     value = {1: bytes(8), 2: b"\x02", 5: bytes(4)}[wire_type]
-    data = _span_request(_field(1, wire_type, value))
+    data = _span_request(field(1, wire_type, value))
     with pytest.raises(ConversionError) as caught:
         from_otlp(data, "traces")
     path = "resource_spans[0].scope_spans[0].spans[0].status.deprecated_code"
@@ -461,11 +448,11 @@ def test_deprecated_code_added_to_any_traces_request(data: st.DataObject) -> Non
             spans = b""
             for span, span_exp in zip(sx.spans, sx_exp.spans):
                 deprecated = data.draw(st.lists(st.integers(-(1 << 31), (1 << 31) - 1) | st.sampled_from([0, 2]), max_size=2))
-                spans += _field(2, 2, span.SerializeToString() + _field(15, 2, _status(deprecated)))
+                spans += field(2, 2, span.SerializeToString() + field(15, 2, _status(deprecated)))
                 if deprecated and deprecated[-1] != 0 and span.status.code == UNSET:
                     span_exp.status.code = ERROR
-            scopes += _field(2, 2, head.SerializeToString() + spans)
-        out += _field(1, 2, body.SerializeToString() + scopes)
+            scopes += field(2, 2, head.SerializeToString() + spans)
+        out += field(1, 2, body.SerializeToString() + scopes)
     assert from_otlp(out, "traces") == from_otlp(expected)
 
 

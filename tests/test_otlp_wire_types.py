@@ -35,23 +35,11 @@ from otap_model.otlp.wire import (
     messages_for,
 )
 
+from .protobuf_wire import field, varint
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "otlp-examples"
 PROTO3_WIRE_TYPES = (0, 1, 2, 5)
 VALUE = {0: b"\x01", 1: bytes(8), 2: b"\x00", 5: bytes(4)}  # a well-formed value of each wire type
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, wire_type: int, value: bytes) -> bytes:
-    prefix = _varint(len(value)) if wire_type == 2 else b""
-    return _varint(number << 3 | wire_type) + prefix + value
 
 
 def _minimal_logs() -> bytes:
@@ -142,7 +130,7 @@ def _target(signal: str, chain: list[tuple[T, int]]) -> T:
 
 def _nest(chain: list[tuple[T, int]], inner: bytes) -> bytes:
     for _, number in reversed(chain):
-        inner = _field(number, 2, inner)
+        inner = field(number, 2, inner)
     return inner
 
 
@@ -165,10 +153,10 @@ def test_any_declared_field_of_another_wire_type_is_refused_naming_it(chain_of: 
     number = data.draw(st.sampled_from(sorted(fields)))
     f = fields[number]
     wire_type = data.draw(st.sampled_from(sorted(set(PROTO3_WIRE_TYPES) - _accepts(f.kind))))
-    mistyped = _field(number, wire_type, VALUE[wire_type])
+    mistyped = field(number, wire_type, VALUE[wire_type])
     request = _nest(chain, mistyped)
     path = ".".join(p for p in (_path(signal, chain), f.name + ("[0]" if f.kind == REP_MSG else "")) if p)
-    offset = len(request) - len(mistyped) + len(_varint(number << 3))  # just after the field's tag
+    offset = len(request) - len(mistyped) + len(varint(number << 3))  # just after the field's tag
     with pytest.raises(ConversionError) as caught:
         from_otlp(request, signal=signal)
     assert caught.value.field == path
@@ -182,7 +170,7 @@ def test_unknown_fields_of_any_wire_type_are_still_skipped(chain_of: Chain, numb
     signal, chain = chain_of
     if number in messages_for(signal)[_target(signal, chain)]:
         number = MAX_FIELD + number  # past every declared number
-    with_unknown = _nest(chain, _field(number, wire_type, VALUE[wire_type]))
+    with_unknown = _nest(chain, field(number, wire_type, VALUE[wire_type]))
     assert from_otlp(with_unknown, signal=signal) == from_otlp(_nest(chain, b""), signal=signal)
 
 
@@ -192,17 +180,17 @@ def test_repeated_scalars_packed_or_not_still_parse(packed: bool) -> None:
     counts (varint): proto3 writes them packed, and parsers must take them unpacked too."""
     counts, bounds, exp_counts = (1, 2, 3), (0.5, 2.5), (4, 5)
     if packed:
-        fixed = _field(6, 2, struct.pack("<3Q", *counts)) + _field(7, 2, struct.pack("<2d", *bounds))
-        varints = _field(2, 2, b"".join(_varint(c) for c in exp_counts))
+        fixed = field(6, 2, struct.pack("<3Q", *counts)) + field(7, 2, struct.pack("<2d", *bounds))
+        varints = field(2, 2, b"".join(varint(c) for c in exp_counts))
     else:
-        fixed = b"".join(_field(6, 1, struct.pack("<Q", c)) for c in counts)
-        fixed += b"".join(_field(7, 1, struct.pack("<d", b)) for b in bounds)
-        varints = b"".join(_field(2, 0, _varint(c)) for c in exp_counts)
-    time = _field(3, 1, struct.pack("<Q", 10))
-    histogram = _field(9, 2, _field(1, 2, time + fixed))
-    exponential = _field(10, 2, _field(1, 2, time + _field(8, 2, _field(1, 0, b"\x02") + varints)))
-    metrics = _field(2, 2, _field(1, 2, b"h") + histogram) + _field(2, 2, _field(1, 2, b"e") + exponential)
-    data = _field(1, 2, _field(2, 2, metrics))
+        fixed = b"".join(field(6, 1, struct.pack("<Q", c)) for c in counts)
+        fixed += b"".join(field(7, 1, struct.pack("<d", b)) for b in bounds)
+        varints = b"".join(field(2, 0, varint(c)) for c in exp_counts)
+    time = field(3, 1, struct.pack("<Q", 10))
+    histogram = field(9, 2, field(1, 2, time + fixed))
+    exponential = field(10, 2, field(1, 2, time + field(8, 2, field(1, 0, b"\x02") + varints)))
+    metrics = field(2, 2, field(1, 2, b"h") + histogram) + field(2, 2, field(1, 2, b"e") + exponential)
+    data = field(1, 2, field(2, 2, metrics))
     bundle = from_otlp(data, signal="metrics")
     assert bundle == from_otlp(ExportMetricsServiceRequest.FromString(data))
     from otap_model import PayloadType
@@ -216,9 +204,9 @@ def test_repeated_scalars_packed_or_not_still_parse(packed: bool) -> None:
 def test_a_message_holding_a_mistyped_field_is_refused_too() -> None:
     """upb keeps a field of the wrong wire type as an unknown field and serializes it again, so a
     message parsed from such bytes fails the same way as the bytes."""
-    value = _field(3, 2, b"zz")  # AnyValue.int_value is a varint
-    record = _field(6, 2, _field(1, 2, b"k") + _field(2, 2, value))
-    data = _field(1, 2, _field(2, 2, _field(2, 2, record)))
+    value = field(3, 2, b"zz")  # AnyValue.int_value is a varint
+    record = field(6, 2, field(1, 2, b"k") + field(2, 2, value))
+    data = field(1, 2, field(2, 2, field(2, 2, record)))
     path = "resource_logs[0].scope_logs[0].log_records[0].attributes[0].value.int_value"
     message = (rf"^{re.escape(path)}: protobuf wire type 2 \(length-delimited\), but the field is declared as a varint "
                r"\(wire type 0\) \(at byte 14\)$")

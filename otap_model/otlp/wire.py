@@ -484,22 +484,29 @@ def _jit(fn):  # type: ignore[no-untyped-def]
 
 
 @_jit
+def _varint_at(data, pos, end):  # type: ignore[no-untyped-def]
+    """The varint at data[pos:end] and the position after it; pos -1 when it is malformed or cut."""
+    value = np.uint64(0)
+    shift = 0
+    while pos < end and shift < 70:
+        b = data[pos]
+        pos += 1
+        value |= np.uint64(b & 0x7F) << np.uint64(shift)
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    return value, -1
+
+
+@_jit
 def _holds_field(data, pos, end, wanted):  # type: ignore[no-untyped-def]
     """Whether the message in data[pos:end] holds field `wanted` at its top level: a walk over its
     tags that skips every value. It stops (False) at anything malformed, which the scan then meets
     and reports on its own walk over the same tags."""
     while pos < end:
-        tag = np.uint64(0)
-        shift = 0
-        while True:
-            if pos >= end or shift >= 70:
-                return False
-            b = data[pos]
-            pos += 1
-            tag |= np.uint64(b & 0x7F) << np.uint64(shift)
-            if b < 0x80:
-                break
-            shift += 7
+        tag, pos = _varint_at(data, pos, end)
+        if pos < 0:
+            return False
         if np.int64(tag >> np.uint64(3)) == wanted:
             return True
         wt = np.int64(tag & np.uint64(7))
@@ -508,17 +515,9 @@ def _holds_field(data, pos, end, wanted):  # type: ignore[no-untyped-def]
         elif wt == 5:
             pos += 4
         elif wt == 0 or wt == 2:
-            value = np.uint64(0)
-            shift = 0
-            while True:
-                if pos >= end or shift >= 70:
-                    return False
-                b = data[pos]
-                pos += 1
-                value |= np.uint64(b & 0x7F) << np.uint64(shift)
-                if b < 0x80:
-                    break
-                shift += 7
+            value, pos = _varint_at(data, pos, end)
+            if pos < 0:
+                return False
             if wt == 2:
                 if value > np.uint64(end - pos):
                     return False
