@@ -50,7 +50,7 @@ from .subscriber import ack_log
 from .subscriber.report import subscriber_table
 from .wal import sidecar
 from .wal.bundle_codec import decode_bundle
-from .wal.format import HEADER_LEN, decode_header
+from .wal.format import HEADER_LEN, VERSION, decode_header
 from .wal.replay import RecoveryPlan, WalCutError, WalGapError
 
 
@@ -80,6 +80,10 @@ def cmd_inspect(args: argparse.Namespace, console: Console, fs: FileSystem) -> i
         try:
             h = decode_header(data[:HEADER_LEN], path)
             desc = f"v{h.version} cfg {h.cfg_hash.hex()}"
+            if (h.version, h.reserved) != (VERSION, 0) and _recreated_intact(_open_plan(fs, wal_dir, seg_dir), path) is None:
+                # replay.py _check_header refuses it; verify reports it ("unsupported WAL version", exit 1)
+                desc = f"[red]{desc}: format version {h.version} (reserved {h.reserved}) is not readable by this build (version {VERSION})"
+                bad += 1
         except CorruptionError as exc:
             reason = _recreated_intact(_open_plan(fs, wal_dir, seg_dir), path)
             if reason is not None:  # an active file cut while being created: no entry lost
@@ -620,7 +624,8 @@ DESCRIPTION = """Inspect and check a Quiver store (read-only).
 exit status:
   0    fine
   1    damage found (verify, replay, an unreadable segment or a WAL header that opening refuses in
-       inspect, a damaged segment or WAL that stops dump), or standard output cannot be written
+       inspect: damaged, or of a format version this build cannot read; a damaged segment or WAL
+       that stops dump), or standard output cannot be written
   2    bad arguments, not a store, refused (replay: opening would refuse the store, as
        --recovery strict does on damage), or a file that cannot be read or written: one of the
        store's, or dump's --output directory or a file in it

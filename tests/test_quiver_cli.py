@@ -122,7 +122,8 @@ def test_help_says_what_path_is_the_defaults_and_the_exit_statuses(capsys):
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert ("exit status: 0 fine 1 damage found (verify, replay, an unreadable segment or a WAL header that opening "
-            "refuses in inspect, a damaged segment or WAL that stops dump), or standard output cannot be written 2 bad arguments, not a store, refused (replay: "
+            "refuses in inspect: damaged, or of a format version this build cannot read; a damaged segment or WAL that stops "
+            "dump), or standard output cannot be written 2 bad arguments, not a store, refused (replay: "
             "opening would refuse the store, as --recovery strict does on damage), or a file that cannot be read or "
             "written: one of the store's, or dump's --output directory or a file in it 130 Ctrl-C 141 the reader of a "
             "pipe went away") in text
@@ -1028,10 +1029,13 @@ def test_a_real_write_error_in_a_streamed_arrow_file_names_it(store_dir, tmp_pat
     assert not out.exists()
 
 
+@pytest.mark.parametrize("header", ["magic", "version", "reserved"])
 @pytest.mark.parametrize("damaged", ["active", "rotated"])
-def test_inspect_exits_1_for_a_damaged_wal_header_as_verify_does(tmp_path, capsys, damaged):
+def test_inspect_exits_1_for_a_damaged_wal_header_as_verify_does(tmp_path, capsys, damaged, header):
     """Was: inspect showed the damaged header in red and exited 0, where verify reports it CORRUPT
-    (exit 1) and QuiverStore.open refuses the store (replay.py _check_header; replay: exit 2)."""
+    (exit 1) and QuiverStore.open refuses the store (replay.py _check_header; replay: exit 2). A
+    header of another format version (or a reserved field set) decodes, and inspect showed it as
+    a normal row with exit 0; open refuses that too, and verify exits 1."""
     cfg = StoreConfig(segment=SegmentConfig(max_open_duration=3600.0), wal=WalConfig(rotation_size=64 * 1024, preallocate=0))
     store = QuiverStore.open(tmp_path, cfg)
     for i in range(12):
@@ -1039,17 +1043,26 @@ def test_inspect_exits_1_for_a_damaged_wal_header_as_verify_does(tmp_path, capsy
     store._abandon()
     wal = tmp_path / "wal" / ("quiver.wal" if damaged == "active" else "quiver.wal.1")
     data = bytearray(wal.read_bytes())
-    data[0] ^= 1  # the magic
+    data[{"magic": 0, "version": 10, "reserved": 12}[header]] ^= 1  # header: magic, u16 version, u16 reserved
     wal.write_bytes(bytes(data))
     assert main(["verify", str(tmp_path)]) == 1
-    assert f"error: {wal} at offset 0: not a Quiver WAL file" in capsys.readouterr().out
+    verified = capsys.readouterr().out
     assert main(["inspect", str(tmp_path)]) == 1
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
-    assert f"{wal.name} " in out and f"{wal} at offset 0: not a Quiver WAL file" in out
     assert main(["replay", str(tmp_path)]) == 2
     capsys.readouterr()
-    with pytest.raises(CorruptionError, match="not a Quiver WAL file"):
-        QuiverStore.open(tmp_path, cfg)
+    if header == "magic":
+        assert f"error: {wal} at offset 0: not a Quiver WAL file" in verified
+        assert f"{wal.name} " in out and f"{wal} at offset 0: not a Quiver WAL file" in out
+        with pytest.raises(CorruptionError, match="not a Quiver WAL file"):
+            QuiverStore.open(tmp_path, cfg)
+    else:
+        version, reserved = (0, 0) if header == "version" else (1, 1)
+        assert f"error: {wal} at offset 10: unsupported WAL version {version} / reserved {reserved}" in verified
+        assert (f"{wal.name} " in out and f": format version {version} (reserved {reserved}) is not readable by this "
+                "build (version 1)" in out)
+        with pytest.raises(QuiverError, match="is not readable by this build"):
+            QuiverStore.open(tmp_path, cfg)
 
 
 def test_inspect_of_an_active_wal_cut_while_being_created_still_exits_0(tmp_path, capsys):
