@@ -596,18 +596,13 @@ def test_a_signal_right_after_the_subscriber_hub_claimed_its_close_still_wakes_a
     store.ingest(bundle(0))
     raised: list[BaseException] = []
 
+    def with_block() -> None:
+        with store:
+            store.close()  # the handler's close, cut; then the `with` block's
+
     def close_in_a_with_block() -> None:
-        signals = SignalsAt(exit_handler(store), [point_at(SubscriberHub._mark_closed, "with self._close_lock:", "after a C call")],
-                            lambda code: code.co_filename.startswith(STORE_FILES))
-        signals.install()
-        try:
-            with store:
-                store.close()  # the handler's close, cut; then the `with` block's
-        except BaseException as exc:
-            raised.append(exc)
-        finally:
-            signals.uninstall()
-        assert signals.fired
+        assert under_signals(store, [point_at(SubscriberHub._mark_closed, "with self._close_lock:", "after a C call")],
+                             with_block, raised)
 
     run_on_a_thread(close_in_a_with_block)
     assert [type(e) for e in raised] == [SystemExit] and store._closed
@@ -621,18 +616,12 @@ def test_a_signal_right_after_a_wal_rotation_closed_the_old_file_leaves_the_stor
     store = QuiverStore.open(tmp_path / "s", config)
     raised: list[BaseException] = []
 
+    def ingest() -> None:
+        for i in range(100):
+            store.ingest(bundle(i))
+
     def ingest_until_it_rotates() -> None:
-        signals = SignalsAt(exit_handler(store), [point_at(WalWriter._rotate, "self.fs.close(", "after a call")],
-                            lambda code: code.co_filename.startswith(STORE_FILES))
-        signals.install()
-        try:
-            for i in range(100):
-                store.ingest(bundle(i))
-        except BaseException as exc:
-            raised.append(exc)
-        finally:
-            signals.uninstall()
-        assert signals.fired, "no rotation"
+        assert under_signals(store, [point_at(WalWriter._rotate, "self.fs.close(", "after a call")], ingest, raised), "no rotation"
 
     run_on_a_thread(ingest_until_it_rotates)
     assert [type(e) for e in raised] == [SystemExit]

@@ -265,7 +265,7 @@ class AckLog:
         self._durable = 0
         self._flusher = 0  # ident of the thread writing (commit leader or checkpoint); 0: none
         self._failed: BaseException | None = None
-        self._cut_short = False  # _failed was an exception a signal handler raised into a write
+        self._cut_short = False  # set with _failed: it was an exception a signal handler raised into a write
         self._closed = False
         self.commits = 0  # fdatasync calls (group commits)
 
@@ -447,7 +447,7 @@ class AckLog:
         has been reported, and every record whose call returned is durable (or, without sync,
         written): the reopen replays the log and cuts the torn tail. A disk error is different:
         it may have met only a background checkpoint, so closing reports it again."""
-        return self._failed is not None and self._cut_short
+        return self._cut_short
 
     @property
     def size(self) -> int:
